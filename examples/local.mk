@@ -1,0 +1,1 @@
+# examples/: the main demo and small usage examples

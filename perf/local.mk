@@ -1,0 +1,1 @@
+# perf/: microbenchmarks and the cluster simulator

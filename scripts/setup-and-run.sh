@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# README command 1: install packages, build, and run the main job on its
+# embedded default.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+bash scripts/main-job.sh "$@"

@@ -1,0 +1,1 @@
+# src/attn_sp (see DESIGN.md §3)

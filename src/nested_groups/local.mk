@@ -1,0 +1,1 @@
+# src/nested_groups (see DESIGN.md §3)

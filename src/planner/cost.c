@@ -1,0 +1,165 @@
+/* The reference cost model v1 (DESIGN §5.1); see cost.h for units. */
+#include "planner/cost.h"
+#include "common/log.h"
+
+#include <math.h>
+#include <string.h>
+
+static nsp_status_t check_positive(double value, const char *what)
+{
+    if (!(value > 0.0) || !isfinite(value)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s must be a positive number, got %g",
+                         what, value);
+    }
+    return NSP_OK;
+}
+
+static nsp_status_t check_inputs(const nsp_model_t *m, const nsp_cluster_t *c)
+{
+    NSP_CHECK(check_positive(m->layers, "model.layers"));
+    NSP_CHECK(check_positive(m->hidden, "model.hidden"));
+    NSP_CHECK(check_positive(m->q_heads, "model.q_heads"));
+    NSP_CHECK(check_positive(m->kv_heads, "model.kv_heads"));
+    NSP_CHECK(check_positive(m->head_dim, "model.head_dim"));
+    NSP_CHECK(check_positive(m->ffn, "model.ffn"));
+    NSP_CHECK(check_positive(m->params, "model.params"));
+    if (m->experts < 0 || m->topk < 0 || m->topk > m->experts) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "model.experts=%d and model.topk=%d must "
+                         "satisfy 0 <= topk <= experts", m->experts, m->topk);
+    }
+    if (m->q_heads % m->kv_heads != 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "model.q_heads=%d is not a multiple of "
+                         "model.kv_heads=%d", m->q_heads, m->kv_heads);
+    }
+    NSP_CHECK(check_positive(c->ranks, "cluster.ranks"));
+    NSP_CHECK(check_positive(c->ranks_per_node, "cluster.ranks_per_node"));
+    if (c->ranks % c->ranks_per_node != 0 && c->ranks > c->ranks_per_node) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "cluster.ranks=%d is not a multiple of "
+                         "cluster.ranks_per_node=%d", c->ranks, c->ranks_per_node);
+    }
+    NSP_CHECK(check_positive(c->mem_bytes, "cluster.mem_bytes"));
+    NSP_CHECK(check_positive(c->gemm_flops, "cluster.gemm_flops"));
+    NSP_CHECK(check_positive(c->attn_flops, "cluster.attn_flops"));
+    NSP_CHECK(check_positive(c->bw_intra, "cluster.bw_intra"));
+    NSP_CHECK(check_positive(c->bw_inter, "cluster.bw_inter"));
+    if (c->workspace_bytes < 0 || c->lat_intra < 0 || c->lat_inter < 0 ||
+        !(c->overlap >= 0.0 && c->overlap <= 1.0)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "cluster.workspace_bytes, lat_intra and "
+                         "lat_inter must be >= 0 and overlap in [0, 1] (got %g, %g, %g, %g)",
+                         c->workspace_bytes, c->lat_intra, c->lat_inter, c->overlap);
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_cost_init(nsp_cost_t *cost, const nsp_model_t *m, const nsp_cluster_t *c)
+{
+    const double b = NSP_COST_DTYPE_BYTES;
+    double       h, qd, kvd;
+
+    if (cost == NULL || m == NULL || c == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_cost_init: NULL argument");
+    }
+    NSP_CHECK(check_inputs(m, c));
+
+    memset(cost, 0, sizeof(*cost));
+    cost->model   = *m;
+    cost->cluster = *c;
+    h   = m->hidden;
+    qd  = (double)m->q_heads * m->head_dim;
+    kvd = (double)m->kv_heads * m->head_dim;
+
+    /* lin_flops(s) = 3 * s * (2h*(2*n_q*d_h + 2*n_kv*d_h) + 6*h*f + 2*h*E) */
+    cost->lin_flops_per_token = NSP_COST_LIN_PASSES *
+        (2.0 * h * (2.0 * qd + 2.0 * kvd) + 6.0 * h * m->ffn + 2.0 * h * m->experts);
+    /* attn_flops(s) = 3.5 * 2 * s^2 * n_q * d_h (causal) */
+    cost->attn_flops_per_token2 = NSP_COST_ATTN_PASSES * 2.0 * qd;
+    cost->comp_per_token  = cost->lin_flops_per_token / c->gemm_flops;
+    cost->comp_per_token2 = cost->attn_flops_per_token2 / c->attn_flops;
+    /* ep_bytes(t) = t * 4 * k * h * b, sent at B_intra */
+    cost->ep_s_per_token = 4.0 * m->topk * h * b / c->bw_intra;
+    /* a_tok = L * 2 * (5h + (n_q + 2*n_kv)*d_h + 3f) */
+    cost->act_bytes_keep = m->layers * 2.0 *
+        (5.0 * h + ((double)m->q_heads + 2.0 * m->kv_heads) * m->head_dim + 3.0 * m->ffn);
+    /* recomputed: every layer's input (L*h*b) plus one layer's working set */
+    cost->act_bytes_recompute = m->layers * h * b + cost->act_bytes_keep / m->layers;
+    cost->fixed_mem_bytes = 16.0 * m->params / c->ranks + c->workspace_bytes;
+    cost->max_degree = 1;
+    for (int d = 1; d <= c->ranks && d <= m->q_heads; ++d) {
+        if (nsp_cost_degree_valid(cost, d)) {
+            cost->max_degree = d;
+        }
+    }
+    return NSP_OK;
+}
+
+double nsp_cost_lin_flops(const nsp_cost_t *cost, double s)
+{
+    return cost->lin_flops_per_token * s;
+}
+
+double nsp_cost_attn_flops(const nsp_cost_t *cost, double s)
+{
+    return cost->attn_flops_per_token2 * s * s;
+}
+
+double nsp_cost_comp(const nsp_cost_t *cost, double s, int d)
+{
+    return (cost->comp_per_token * s + cost->comp_per_token2 * s * s) / d;
+}
+
+double nsp_cost_a2a_bytes(const nsp_cost_t *cost, double s, int d)
+{
+    const nsp_model_t *m = &cost->model;
+    double             heads;
+
+    if (d <= 1) {
+        return 0.0;
+    }
+    /* 2 * (d-1)/d * (s/d) * (2*n_q + 2*max(n_kv, d)) * d_h * b: q and its
+     * output, k and v (replicated above n_kv), there and back. */
+    heads = 2.0 * m->q_heads + 2.0 * (m->kv_heads > d ? m->kv_heads : d);
+    return 2.0 * (d - 1.0) / d * (s / d) * heads * m->head_dim * NSP_COST_DTYPE_BYTES;
+}
+
+double nsp_cost_bw(const nsp_cost_t *cost, int d)
+{
+    return d <= cost->cluster.ranks_per_node ? cost->cluster.bw_intra : cost->cluster.bw_inter;
+}
+
+double nsp_cost_lat(const nsp_cost_t *cost, int d)
+{
+    return d <= cost->cluster.ranks_per_node ? cost->cluster.lat_intra : cost->cluster.lat_inter;
+}
+
+double nsp_cost_a2a_time(const nsp_cost_t *cost, double bytes, int d)
+{
+    if (d <= 1) {
+        return 0.0;
+    }
+    return bytes / nsp_cost_bw(cost, d) + NSP_COST_A2A_PER_LAYER * nsp_cost_lat(cost, d);
+}
+
+double nsp_cost_ep_time(const nsp_cost_t *cost, double tokens)
+{
+    return cost->ep_s_per_token * tokens;
+}
+
+double nsp_cost_act_bytes(const nsp_cost_t *cost, int recompute)
+{
+    return recompute ? cost->act_bytes_recompute : cost->act_bytes_keep;
+}
+
+int nsp_cost_degree_valid(const nsp_cost_t *cost, int d)
+{
+    return d >= 1 && d <= cost->cluster.ranks && d <= cost->model.q_heads &&
+           cost->model.q_heads % d == 0;
+}
+
+double nsp_cost_rank_time(const nsp_cost_t *cost, double comp_s, double k_pipe_s,
+                          double k_seq_s)
+{
+    double hi  = comp_s > k_pipe_s ? comp_s : k_pipe_s;
+    double lo  = comp_s > k_pipe_s ? k_pipe_s : comp_s;
+
+    return hi + (1.0 - cost->cluster.overlap) * lo + k_seq_s;
+}

@@ -1,0 +1,172 @@
+/*
+ * Evaluate a plan with the cost model (DESIGN §5.1) and the lower bound
+ * (DESIGN §5.2). Per layer per rank inside, times L for a step.
+ */
+#include "planner/plan_internal.h"
+#include "common/log.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* floor(log2(size)): the level index of a group in the per-level detail. */
+static int level_of_size(int size)
+{
+    int level = 0;
+
+    while ((2 << level) <= size) {
+        ++level;
+    }
+    return level;
+}
+
+nsp_status_t nsp_plan_eval_round(const nsp_cost_t *cost, const nsp_plan_t *plan, int round,
+                                 nsp_rank_round_cost_t *out, double *round_s,
+                                 int nlevels, double *level_comp, double *level_comm)
+{
+    const int               ranks = plan->cluster.ranks;
+    const nsp_plan_round_t *pr    = &plan->rounds[round];
+    double                  worst = 0.0;
+
+    memset(out, 0, sizeof(*out) * (size_t)ranks);
+    if (level_comp != NULL) {
+        memset(level_comp, 0, sizeof(double) * (size_t)ranks * (size_t)nlevels);
+    }
+    if (level_comm != NULL) {
+        memset(level_comm, 0, sizeof(double) * (size_t)ranks * (size_t)nlevels);
+    }
+    for (int g = 0; g < pr->ngroups; ++g) {
+        const nsp_plan_group_t *grp = &pr->groups[g];
+        const int               d   = grp->size;
+        const double            rcf = grp->recompute ? NSP_COST_RECOMPUTE_COMP : 1.0;
+        const double            rcb = grp->recompute ? NSP_COST_RECOMPUTE_A2A : 1.0;
+        double                  comp = 0.0, tokens = 0.0, bytes = 0.0, k;
+        int                     lvl;
+
+        if (d < 1 || grp->rank0 < 0 || grp->rank0 + d > ranks) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "round %d group %d: ranks [%d, %d) are "
+                             "outside [0, %d)", round, g, grp->rank0, grp->rank0 + d, ranks);
+        }
+        for (int i = 0; i < grp->nseqs; ++i) {
+            const double s = (double)plan->seq_lens[grp->seqs[i]];
+            comp   += rcf * nsp_cost_comp(cost, s, d);       /* s per layer per rank */
+            tokens += s / d;                                 /* tokens per rank      */
+            bytes  += rcb * nsp_cost_a2a_bytes(cost, s, d);  /* bytes per rank       */
+        }
+        k   = (grp->nseqs > 0) ? nsp_cost_a2a_time(cost, bytes, d) : 0.0;
+        lvl = level_of_size(d);
+        if (lvl >= nlevels) {
+            lvl = nlevels - 1;
+        }
+        for (int r = grp->rank0; r < grp->rank0 + d; ++r) {
+            out[r].comp_s += comp;
+            out[r].tokens += tokens;
+            if (grp->recompute) {
+                out[r].mem_bytes += tokens * cost->act_bytes_recompute;
+            } else {
+                out[r].mem_bytes += tokens * cost->act_bytes_keep;
+            }
+            if (grp->pipelined) {
+                out[r].k_pipe_s += k;
+            } else {
+                out[r].k_seq_s += k;
+            }
+            if (level_comp != NULL && nlevels > 0) {
+                level_comp[(size_t)r * nlevels + lvl] += comp + nsp_cost_ep_time(cost, tokens);
+            }
+            if (level_comm != NULL && nlevels > 0) {
+                level_comm[(size_t)r * nlevels + lvl] += k;
+            }
+        }
+    }
+    for (int r = 0; r < ranks; ++r) {
+        out[r].ep_s       = nsp_cost_ep_time(cost, out[r].tokens);
+        out[r].comp_s    += out[r].ep_s;
+        out[r].mem_bytes += cost->fixed_mem_bytes;
+        out[r].time_s     = nsp_cost_rank_time(cost, out[r].comp_s, out[r].k_pipe_s,
+                                               out[r].k_seq_s);
+        if (out[r].time_s > worst) {
+            worst = out[r].time_s;
+        }
+    }
+    *round_s = worst;
+    return NSP_OK;
+}
+
+nsp_status_t nsp_plan_evaluate(nsp_plan_t *plan)
+{
+    nsp_rank_round_cost_t *rc;
+    nsp_cost_t             cost;
+    nsp_status_t           status;
+    double                 step = 0.0, round_s;
+    int                    ranks;
+
+    if (plan == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_plan_evaluate: NULL plan");
+    }
+    NSP_CHECK(nsp_cost_init(&cost, &plan->model, &plan->cluster));
+    ranks = plan->cluster.ranks;
+    rc    = malloc(sizeof(*rc) * (size_t)ranks);
+    if (rc == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "cannot allocate %d rank costs", ranks);
+    }
+    memset(plan->predicted.rank_s, 0, sizeof(double) * (size_t)ranks);
+    memset(plan->predicted.rank_mem_bytes, 0, sizeof(double) * (size_t)ranks);
+    for (int r = 0; r < plan->nrounds; ++r) {
+        NSP_CHECK_GOTO(nsp_plan_eval_round(&cost, plan, r, rc, &round_s, 0, NULL, NULL),
+                       status, out_free_rc);
+        step += plan->model.layers * round_s;
+        for (int g = 0; g < ranks; ++g) {
+            plan->predicted.rank_s[g] += plan->model.layers * rc[g].time_s;
+            if (rc[g].mem_bytes > plan->predicted.rank_mem_bytes[g]) {
+                plan->predicted.rank_mem_bytes[g] = rc[g].mem_bytes;
+            }
+        }
+    }
+    plan->predicted.step_s        = step;
+    plan->predicted.lower_bound_s = nsp_lower_bound_cost(&cost, plan->seq_lens, plan->nseqs);
+    status = NSP_OK;
+
+out_free_rc:
+    free(rc);
+    return status;
+}
+
+double nsp_lower_bound_cost(const nsp_cost_t *cost, const int64_t *lens, int nseqs)
+{
+    const int dmax  = cost->max_degree;
+    double    total = 0.0, tokens = 0.0, longest = 0.0, alone;
+
+    for (int i = 0; i < nseqs; ++i) {
+        const double s = (double)lens[i];
+        total  += nsp_cost_comp(cost, s, 1);
+        tokens += s;
+        if (s > longest) {
+            longest = s;
+        }
+    }
+    /* (a) all compute (with the MoE term) spread evenly over N ranks */
+    total = (total + nsp_cost_ep_time(cost, tokens)) / cost->cluster.ranks;
+    /* (b) the longest sequence alone at the largest valid degree */
+    alone = nsp_cost_comp(cost, longest, dmax) + nsp_cost_ep_time(cost, longest / dmax);
+    return cost->model.layers * (total > alone ? total : alone);
+}
+
+nsp_status_t nsp_lower_bound(const nsp_model_t *model, const nsp_cluster_t *cluster,
+                             const int64_t *lens, int nseqs, double *bound_s)
+{
+    nsp_cost_t cost;
+
+    if (bound_s == NULL || nseqs < 0 || (nseqs > 0 && lens == NULL)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_lower_bound: invalid argument");
+    }
+    for (int i = 0; i < nseqs; ++i) {
+        if (lens[i] <= 0) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "sequence %d has length %lld; lengths must "
+                             "be positive", i, (long long)lens[i]);
+        }
+    }
+    NSP_CHECK(nsp_cost_init(&cost, model, cluster));
+    *bound_s = nsp_lower_bound_cost(&cost, lens, nseqs);
+    return NSP_OK;
+}

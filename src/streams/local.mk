@@ -1,0 +1,1 @@
+# src/streams (see DESIGN.md §3)

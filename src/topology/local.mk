@@ -1,0 +1,1 @@
+# src/topology (see DESIGN.md §3)

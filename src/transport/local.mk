@@ -1,0 +1,1 @@
+# src/transport (see DESIGN.md §3)
