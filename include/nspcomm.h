@@ -321,9 +321,61 @@ void nsp_plan_free(nsp_plan_t *plan);
 
 /* ======================================================================== */
 /* 4. Communicators and bootstrap (DESIGN §4) — libnspcomm only             */
+/*    DRAFT: owned by the communication layer; signatures may still change. */
 /* ======================================================================== */
 
-/* (filled in by the communication layer) */
+/** A world communicator over nranks processes (opaque). */
+typedef struct nsp_comm nsp_comm_t;
+
+#define NSP_UNIQUE_ID_BYTES 128
+/** Opaque bootstrap id: created on one rank, passed to the others out of band. */
+typedef struct nsp_unique_id {
+    char internal[NSP_UNIQUE_ID_BYTES];
+} nsp_unique_id_t;
+
+#define NSP_CONFIG_MAGIC 0x4e535043u /* "NSPC" */
+
+/**
+ * Versioned communicator configuration (NCCL-style): initialise with
+ * NSP_CONFIG_INITIALIZER, then set the fields you need. Fields added in later
+ * versions keep their defaults for callers compiled against older headers.
+ */
+typedef struct nsp_config {
+    size_t      size;        /**< sizeof(nsp_config_t), set by the initializer */
+    unsigned    magic;       /**< NSP_CONFIG_MAGIC */
+    unsigned    version;     /**< NSP_VERSION_CODE the caller was compiled with */
+    const char *backend;     /**< "ucx" or "nccl"; NULL: $NSPCOMM_BACKEND or "ucx" */
+    double      timeout_s;   /**< <= 0: $NSPCOMM_TIMEOUT (seconds) or 60 */
+    int         cuda_device; /**< NCCL backend: device to use; -1: the current one */
+} nsp_config_t;
+
+#define NSP_CONFIG_INITIALIZER \
+    { sizeof(nsp_config_t), NSP_CONFIG_MAGIC, NSP_VERSION_CODE, NULL, 0.0, -1 }
+
+/* ======================================================================== */
+/* 5. Topology (hwloc) — libnspcomm only                                    */
+/*    DRAFT: owned by the topology layer.                                   */
+/* ======================================================================== */
+
+/* ======================================================================== */
+/* 6. Nested communicator tree — libnspcomm only                            */
+/*    DRAFT: owned by the communication layer.                              */
+/* ======================================================================== */
+
+/* ======================================================================== */
+/* 7. Layouts and the nested variable-length all-to-all (DESIGN §6)         */
+/*    DRAFT: owned by the SP primitives layer.                              */
+/* ======================================================================== */
+
+/* ======================================================================== */
+/* 8. Ring exchange (DESIGN §6)                                             */
+/*    DRAFT: owned by the communication layer.                              */
+/* ======================================================================== */
+
+/* ======================================================================== */
+/* 9. Attention: host reference and nested SP attention                     */
+/*    DRAFT: owned by the attention layer.                                  */
+/* ======================================================================== */
 
 #ifdef __cplusplus
 }
