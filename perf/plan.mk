@@ -1,0 +1,1 @@
+# perf/nsp_plan_perf: planning time

@@ -1,0 +1,1 @@
+# perf/nsp_sim: the cluster simulator

@@ -1,0 +1,1 @@
+# src/attn_sp: reference attention, ring attention, nested attention

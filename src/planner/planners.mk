@@ -1,0 +1,1 @@
+# src/planner: the three planners and nsp_plan_create (static, disjoint, nested)
