@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# README command 2: run the test suite (TAP, `make check`), then the
-# planner and status tests again under ASan/UBSan.
+# README command 2: build (if needed) and run the whole test suite (TAP, via
+# `make check`), then the suite again in a separate ASan/UBSan build.
+# Set NSP_SKIP_SANITIZERS=1 to skip the second pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
 jobs=$(nproc 2>/dev/null || echo 2)
+bash scripts/build.sh
+echo "== make check (build/)"
 make -C build -j"$jobs" check
+if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
+    echo "== make check under ASan/UBSan (build-asan/)"
+    mkdir -p build-asan
+    if [ ! -f build-asan/Makefile ]; then
+        (cd build-asan && ../configure --enable-sanitizers >/dev/null)
+    fi
+    # UCX's malloc/mmap hooks do not mix with ASan's allocator.
+    UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        make -C build-asan -j"$jobs" check
+fi
