@@ -1,0 +1,120 @@
+/*
+ * Geometry helpers and the choice of kernel variant for the tiled host
+ * attention. The kernels are one template (attn_tile_impl.h) compiled twice:
+ * attn_tile_generic.c with 4-float vectors (SSE2 on x86-64, NEON on arm64)
+ * and, on x86-64 with GCC or Clang, attn_tile_avx2.c with 8-float vectors
+ * and FMA, used when the CPU has AVX2 and FMA.
+ */
+#include "attn_sp/attn_tile.h"
+
+#include "common/log.h"
+
+#include <math.h>
+#include <string.h>
+
+nsp_attn_geom_t nsp_attn_geom_make(const nsp_attn_params_t *params,
+                                   int64_t q_pos0, int64_t q_len,
+                                   int64_t kv_pos0, int64_t kv_len)
+{
+    nsp_attn_geom_t g;
+
+    g.q_heads = params->q_heads;
+    g.kv_heads = params->kv_heads;
+    g.head_dim = params->head_dim;
+    g.scale = params->scale != 0.0f ? params->scale
+                                    : (float)(1.0 / sqrt((double)params->head_dim));
+    g.causal = params->causal;
+    g.q_pos0 = q_pos0;
+    g.q_len = q_len;
+    g.kv_pos0 = kv_pos0;
+    g.kv_len = kv_len;
+    return g;
+}
+
+int nsp_attn_geom_empty(const nsp_attn_geom_t *geom)
+{
+    if (geom->q_len <= 0 || geom->kv_len <= 0) {
+        return 1;
+    }
+    /* Causal: the first key comes after the last query. */
+    return geom->causal && geom->kv_pos0 > geom->q_pos0 + geom->q_len - 1;
+}
+
+/* Default limit of the transposed-K/V cache: 16 MiB per call. */
+#define TRANSPOSE_CACHE_DEFAULT ((int64_t)4 << 20)
+
+static int64_t transpose_cache_floats = TRANSPOSE_CACHE_DEFAULT;
+
+int64_t nsp_attn_tile_transpose_cache(void)
+{
+    return transpose_cache_floats;
+}
+
+nsp_status_t nsp_attn_tile_set_transpose_cache(int64_t floats)
+{
+    if (floats < 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "attention: transpose cache of %lld floats; "
+                         "use 0 or more", (long long)floats);
+    }
+    transpose_cache_floats = floats;
+    return NSP_OK;
+}
+
+/* NSP_ATTN_ISA_AUTO, or the variant a test forced. */
+static nsp_attn_isa_t forced_isa = NSP_ATTN_ISA_AUTO;
+
+static int cpu_has_avx2(void)
+{
+#if NSP_ATTN_HAVE_AVX2
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+nsp_status_t nsp_attn_tile_force_isa(nsp_attn_isa_t isa)
+{
+    if (isa == NSP_ATTN_ISA_AVX2 && !cpu_has_avx2()) {
+        return nsp_error_quiet(NSP_ERR_UNSUPPORTED, "attention: the AVX2 kernels are not "
+                               "built or this CPU lacks AVX2/FMA");
+    }
+    if (isa != NSP_ATTN_ISA_AUTO && isa != NSP_ATTN_ISA_GENERIC && isa != NSP_ATTN_ISA_AVX2) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "attention: unknown kernel variant %d", (int)isa);
+    }
+    forced_isa = isa;
+    return NSP_OK;
+}
+
+nsp_attn_isa_t nsp_attn_tile_isa(void)
+{
+    if (forced_isa != NSP_ATTN_ISA_AUTO) {
+        return forced_isa;
+    }
+    return cpu_has_avx2() ? NSP_ATTN_ISA_AVX2 : NSP_ATTN_ISA_GENERIC;
+}
+
+nsp_status_t nsp_attn_tile_fwd(const nsp_attn_geom_t *geom, const float *q,
+                               const float *k, const float *v, float *o,
+                               float *lse)
+{
+#if NSP_ATTN_HAVE_AVX2
+    if (nsp_attn_tile_isa() == NSP_ATTN_ISA_AVX2) {
+        return nsp_attn_tile_fwd_avx2(geom, q, k, v, o, lse);
+    }
+#endif
+    return nsp_attn_tile_fwd_generic(geom, q, k, v, o, lse);
+}
+
+nsp_status_t nsp_attn_tile_bwd(const nsp_attn_geom_t *geom, const float *q,
+                               const float *k, const float *v,
+                               const float *dout, const float *lse,
+                               const float *delta, float *dq, float *dk,
+                               float *dv)
+{
+#if NSP_ATTN_HAVE_AVX2
+    if (nsp_attn_tile_isa() == NSP_ATTN_ISA_AVX2) {
+        return nsp_attn_tile_bwd_avx2(geom, q, k, v, dout, lse, delta, dq, dk, dv);
+    }
+#endif
+    return nsp_attn_tile_bwd_generic(geom, q, k, v, dout, lse, delta, dq, dk, dv);
+}
