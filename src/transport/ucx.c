@@ -1,0 +1,916 @@
+/*
+ * The UCX backend: host memory over the ucp tag API (shm on one host, tcp
+ * across hosts; UCX_TLS and the other UCX_* variables are honoured).
+ *
+ * One ucp context and worker per world, one endpoint per peer, created at
+ * init with peer error handling so a dead peer fails its operations instead
+ * of hanging them. Sub-communicators share the world's worker and endpoints;
+ * a 64-bit tag keeps them apart:
+ *
+ *     [ context id : 16 | source rank in the communicator : 16 | tag : 32 ]
+ *
+ * The context id is agreed at split (the largest next-free id of any parent
+ * rank), so two communicators that share a rank never share an id.
+ * Every message is sent, zero-byte ones included, so a receiver always learns
+ * the sender's count and a disagreement is an error, never a silent hang or
+ * truncation.
+ *
+ * Failures. UCX 1.13's shared-memory transports have no peer failure
+ * handler: asking for UCP_ERR_HANDLING_MODE_PEER to a rank on the same host
+ * makes UCX fall back to tcp (about 3x slower on one host). So by default
+ * (NSPCOMM_UCX_ERR_MODE=auto) endpoints to ranks on this host use no UCX
+ * error handling, and this backend watches those ranks itself (when they
+ * share its pid namespace): when a request stalls, it checks whether the
+ * pids it waits for still exist, and a rank that has exited fails the
+ * request with NSP_ERR_PEER_FAILED.
+ * Endpoints to other hosts use UCP_ERR_HANDLING_MODE_PEER with an error
+ * callback. Anything else that stops answering is caught by the request
+ * timeout (request.c).
+ */
+#include "transport/transport.h"
+
+#include "common/log.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#define UCX_MAX_RANKS   65536
+#define UCX_MAX_CONTEXT 0xffffu
+/* How long destroy waits for endpoints to flush before it gives up on them. */
+#define UCX_CLOSE_MAX_S 10.0
+/* A request idle this long (seconds) checks whether its same-host peers live. */
+#define UCX_LIVENESS_S 0.25
+#define UCX_HOST_KEY_BYTES 96
+/* Our mark on a peer whose process has exited (seen by the pid check). UCX
+ * never reports this status for tag operations, so it cannot be confused. */
+#define UCX_PEER_EXITED UCS_ERR_SOME_CONNECTS_FAILED
+
+typedef struct ucx_world ucx_world_t;
+
+typedef struct ucx_peer {
+    ucx_world_t *world;
+    int          rank;      /* world rank */
+    ucp_ep_h     ep;        /* NULL for this rank */
+    ucs_status_t failed;    /* UCS_OK, or what the error handler / liveness check saw */
+    int          same_host; /* 1: on this host (shared memory possible) */
+    int          watch_pid; /* 1: same host and pid namespace: pid says if it lives */
+    int          peer_mode; /* 1: endpoint has UCP_ERR_HANDLING_MODE_PEER */
+    pid_t        pid;
+} ucx_peer_t;
+
+/* What each rank publishes besides its worker address. */
+typedef struct ucx_rank_info {
+    uint64_t address_len;
+    int64_t  pid;
+    char     host[UCX_HOST_KEY_BYTES]; /* the real host: hostname/boot id */
+    char     pidns[32];                /* "pid:[inode]" of its pid namespace */
+} ucx_rank_info_t;
+
+struct ucx_world {
+    ucp_context_h context;
+    ucp_worker_h  worker;
+    int           nranks;
+    ucx_peer_t   *peers;        /* [nranks] */
+    uint32_t      next_context; /* next free context id on this rank */
+};
+
+typedef struct ucx_comm {
+    nsp_tp_comm_t base;
+    ucx_world_t  *world;
+    int           owns_world;
+    uint16_t      context;
+} ucx_comm_t;
+
+/* One send or receive of a request. */
+typedef struct ucx_op {
+    void               *ucp_req; /* in flight; NULL once done */
+    int                 peer;    /* rank in the communicator */
+    int                 is_recv;
+    int                 done;
+    size_t              bytes;   /* sent, or expected */
+    ucp_tag_recv_info_t info;    /* filled for receives */
+} ucx_op_t;
+
+typedef struct ucx_req {
+    nsp_request_t base;
+    ucx_comm_t   *comm;
+    const char   *what;         /* "alltoallv" or "sendrecv" */
+    uint32_t      tag;
+    int           nops;
+    int           ndone;
+    double        last_done_t;  /* when a part last completed (or the post) */
+    double        last_check_t; /* when the liveness check last ran */
+    ucx_op_t      ops[];        /* [nops] */
+} ucx_req_t;
+
+static const nsp_tp_ops_t *ucx_ops(void);
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static ucp_tag_t ucx_tag(const ucx_comm_t *comm, int src, uint32_t tag)
+{
+    return ((ucp_tag_t)comm->context << 48) | ((ucp_tag_t)(uint16_t)src << 32) | tag;
+}
+
+static ucx_peer_t *ucx_peer(const ucx_comm_t *comm, int rank)
+{
+    return &comm->world->peers[comm->base.world_rank0 + rank];
+}
+
+/* Statuses with which UCX reports a peer that is gone or unreachable. */
+static int ucx_is_peer_failure(ucs_status_t st)
+{
+    switch (st) {
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED:
+    case UCS_ERR_IO_ERROR:
+    case UCS_ERR_TIMED_OUT:
+    case UCS_ERR_CANCELED:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void ucx_on_peer_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    ucx_peer_t *peer = arg;
+
+    (void)ep;
+    if (peer->failed == UCS_OK) {
+        peer->failed = status;
+        NSP_DEBUG("ucx: endpoint to world rank %d failed: %s", peer->rank,
+                  ucs_status_string(status));
+    }
+}
+
+static nsp_status_t ucx_check_stream(const char *what, void *stream)
+{
+    if (stream != NULL) {
+        return nsp_error(NSP_ERR_UNSUPPORTED,
+                         "ucx %s: a CUDA stream was given but the UCX backend moves host "
+                         "memory only; pass NULL or use the nccl backend",
+                         what);
+    }
+    return NSP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Requests                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static nsp_status_t ucx_op_failed(ucx_req_t *req, const ucx_op_t *op, ucs_status_t st)
+{
+    int world_rank = req->comm->base.world_rank0 + op->peer;
+
+    if (st == UCS_ERR_MESSAGE_TRUNCATED) {
+        return nsp_error(NSP_ERR_MISMATCH,
+                         "ucx %s (tag 0x%08x): rank %d sent more than the %zu bytes rank %d "
+                         "expected from it; ranks disagree on sizes or layouts",
+                         req->what, req->tag, world_rank, op->bytes,
+                         req->comm->base.world_rank0 + req->comm->base.rank);
+    }
+    if (st == UCX_PEER_EXITED) {
+        return nsp_error(NSP_ERR_PEER_FAILED,
+                         "ucx %s (tag 0x%08x): rank %d (pid %d on this host) has exited while "
+                         "this rank waited to %s it",
+                         req->what, req->tag, world_rank,
+                         (int)req->comm->world->peers[world_rank].pid,
+                         op->is_recv ? "receive from" : "send to");
+    }
+    return nsp_error(ucx_is_peer_failure(st) ? NSP_ERR_PEER_FAILED : NSP_ERR_BACKEND,
+                     "ucx %s (tag 0x%08x): %s %s rank %d failed: %s", req->what, req->tag,
+                     op->is_recv ? "receive" : "send", op->is_recv ? "from" : "to", world_rank,
+                     ucs_status_string(st));
+}
+
+/* Is this same-host process gone (or a zombie nobody reaped yet)? */
+static int ucx_pid_exited(pid_t pid)
+{
+    char  path[64];
+    char  buf[256];
+    FILE *f;
+    char *close_paren;
+    int   gone = 0;
+
+    if (kill(pid, 0) != 0) {
+        return errno == ESRCH;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    /* "pid (comm) S ...": the state follows the last ')'. */
+    if (fgets(buf, sizeof(buf), f) != NULL && (close_paren = strrchr(buf, ')')) != NULL) {
+        gone = close_paren[1] == ' ' && (close_paren[2] == 'Z' || close_paren[2] == 'X');
+    }
+    fclose(f);
+    return gone;
+}
+
+/* The request is stalled: mark same-host peers it waits for that have exited. */
+static void ucx_check_liveness(ucx_req_t *req)
+{
+    for (int i = 0; i < req->nops; ++i) {
+        ucx_peer_t *peer = ucx_peer(req->comm, req->ops[i].peer);
+        if (!req->ops[i].done && peer->watch_pid && peer->failed == UCS_OK &&
+            ucx_pid_exited(peer->pid)) {
+            peer->failed = UCX_PEER_EXITED;
+            NSP_DEBUG("ucx: world rank %d (pid %d) has exited", peer->rank, (int)peer->pid);
+        }
+    }
+}
+
+/* The op completed (immediately or later): check what arrived. */
+static nsp_status_t ucx_op_complete(ucx_req_t *req, ucx_op_t *op)
+{
+    op->done = 1;
+    ++req->ndone;
+    ++req->base.progress;
+    req->last_done_t = -1.0; /* refreshed lazily by the next idle test */
+    if (op->is_recv && op->info.length != op->bytes) {
+        return nsp_error(NSP_ERR_MISMATCH,
+                         "ucx %s (tag 0x%08x): rank %d sent %zu bytes but rank %d expected %zu; "
+                         "ranks disagree on sizes or layouts",
+                         req->what, req->tag, req->comm->base.world_rank0 + op->peer,
+                         op->info.length, req->comm->base.world_rank0 + req->comm->base.rank,
+                         op->bytes);
+    }
+    return NSP_OK;
+}
+
+static nsp_status_t ucx_op_test(ucx_req_t *req, ucx_op_t *op)
+{
+    ucs_status_t st;
+
+    if (op->is_recv) {
+        st = ucp_tag_recv_request_test(op->ucp_req, &op->info);
+    } else {
+        st = ucp_request_check_status(op->ucp_req);
+    }
+    if (st == UCS_INPROGRESS) {
+        ucs_status_t failed = ucx_peer(req->comm, op->peer)->failed;
+        return failed == UCS_OK ? NSP_INPROGRESS : ucx_op_failed(req, op, failed);
+    }
+    ucp_request_free(op->ucp_req);
+    op->ucp_req = NULL;
+    if (st != UCS_OK) {
+        op->done = 1;
+        return ucx_op_failed(req, op, st);
+    }
+    return ucx_op_complete(req, op);
+}
+
+static nsp_status_t ucx_req_test(nsp_request_t *base)
+{
+    ucx_req_t   *req = (ucx_req_t *)base;
+    unsigned     n   = ucp_worker_progress(req->comm->world->worker);
+
+    base->idle = n == 0;
+    if (base->idle) {
+        /* Read the clock only when idle: the busy path stays cheap. */
+        double now = nsp_now_s();
+        if (req->last_done_t < 0) {
+            req->last_done_t = now;
+        } else if (now - req->last_done_t > UCX_LIVENESS_S &&
+                   now - req->last_check_t > UCX_LIVENESS_S) {
+            req->last_check_t = now;
+            ucx_check_liveness(req);
+        }
+    }
+    for (int i = 0; i < req->nops; ++i) {
+        ucx_op_t *op = &req->ops[i];
+        if (!op->done) {
+            nsp_status_t status = ucx_op_test(req, op);
+            if (status < 0) {
+                return status;
+            }
+        }
+    }
+    return req->ndone == req->nops ? NSP_OK : NSP_INPROGRESS;
+}
+
+static void ucx_req_describe(const nsp_request_t *base, char *buf, size_t len)
+{
+    const ucx_req_t *req  = (const ucx_req_t *)base;
+    size_t           used = 0;
+    int              n    = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < req->nops && used + 24 < len; ++i) {
+        const ucx_op_t *op = &req->ops[i];
+        if (!op->done) {
+            int w = snprintf(buf + used, len - used, "%s%s rank %d", n > 0 ? ", " : "",
+                             op->is_recv ? "recv from" : "send to",
+                             req->comm->base.world_rank0 + op->peer);
+            used += w > 0 ? (size_t)w : 0;
+            ++n;
+        }
+    }
+    snprintf(buf + used, len - used, " (ucx %s, tag 0x%08x, world ranks [%d, %d))", req->what,
+             req->tag, req->comm->base.world_rank0,
+             req->comm->base.world_rank0 + req->comm->base.size);
+}
+
+static void ucx_req_free(nsp_request_t *base)
+{
+    ucx_req_t *req = (ucx_req_t *)base;
+
+    for (int i = 0; i < req->nops; ++i) {
+        ucx_op_t *op = &req->ops[i];
+        if (op->ucp_req != NULL) {
+            if (op->is_recv) {
+                ucp_request_cancel(req->comm->world->worker, op->ucp_req);
+            }
+            ucp_request_free(op->ucp_req);
+        }
+    }
+    free(req);
+}
+
+static const nsp_request_ops_t ucx_request_ops = {
+    .name             = "ucx request",
+    .test             = ucx_req_test,
+    .describe_pending = ucx_req_describe,
+    .free             = ucx_req_free,
+};
+
+static nsp_status_t ucx_req_alloc(ucx_comm_t *comm, const char *what, uint32_t tag, int nops,
+                                  ucx_req_t **out)
+{
+    ucx_req_t *req = calloc(1, sizeof(*req) + (size_t)nops * sizeof(ucx_op_t));
+
+    if (req == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "ucx %s: no memory for a request of %d operations",
+                         what, nops);
+    }
+    nsp_request_init(&req->base, &ucx_request_ops, comm->base.timeout_s);
+    req->comm        = comm;
+    req->what        = what;
+    req->tag         = tag;
+    req->last_done_t = -1.0;
+    *out      = req;
+    return NSP_OK;
+}
+
+static nsp_status_t ucx_post_recv(ucx_req_t *req, void *buf, size_t bytes, int src)
+{
+    ucx_op_t           *op = &req->ops[req->nops++];
+    ucp_request_param_t param;
+    void               *r;
+
+    op->peer    = src;
+    op->is_recv = 1;
+    op->bytes   = bytes;
+    /* Always get a request: UCX 1.13 may complete a receive immediately from
+     * its unexpected queue without filling recv_info, and we need the length
+     * that arrived (ucp_tag_recv_request_test reports it). */
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    r = ucp_tag_recv_nbx(req->comm->world->worker, buf, bytes,
+                         ucx_tag(req->comm, src, req->tag), (ucp_tag_t)-1, &param);
+    if (UCS_PTR_IS_ERR(r)) {
+        op->done = 1;
+        return ucx_op_failed(req, op, UCS_PTR_STATUS(r));
+    }
+    if (r == NULL) {
+        return ucx_op_complete(req, op);
+    }
+    op->ucp_req = r;
+    return NSP_OK;
+}
+
+static nsp_status_t ucx_post_send(ucx_req_t *req, const void *buf, size_t bytes, int dst)
+{
+    ucx_op_t           *op   = &req->ops[req->nops++];
+    ucx_peer_t         *peer = ucx_peer(req->comm, dst);
+    ucp_request_param_t param;
+    void               *r;
+
+    op->peer  = dst;
+    op->bytes = bytes;
+    if (peer->failed != UCS_OK) {
+        op->done = 1;
+        return ucx_op_failed(req, op, peer->failed);
+    }
+    memset(&param, 0, sizeof(param));
+    r = ucp_tag_send_nbx(peer->ep, buf, bytes, ucx_tag(req->comm, req->comm->base.rank, req->tag),
+                         &param);
+    if (UCS_PTR_IS_ERR(r)) {
+        op->done = 1;
+        return ucx_op_failed(req, op, UCS_PTR_STATUS(r));
+    }
+    if (r == NULL) {
+        return ucx_op_complete(req, op);
+    }
+    op->ucp_req = r;
+    return NSP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Operations                                                               */
+/* ------------------------------------------------------------------------ */
+
+static nsp_status_t ucx_alltoallv_post(nsp_tp_comm_t *base, const nsp_tp_alltoallv_t *a,
+                                       uint32_t tag, void *stream, nsp_request_t **out)
+{
+    ucx_comm_t  *comm = (ucx_comm_t *)base;
+    int          n    = base->size;
+    int          me   = base->rank;
+    ucx_req_t   *req = NULL;
+    nsp_status_t status;
+
+    NSP_CHECK(ucx_check_stream("alltoallv", stream));
+    if (a == NULL || a->sendcounts == NULL || a->sdispls == NULL || a->recvcounts == NULL ||
+        a->rdispls == NULL || out == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "ucx alltoallv: NULL argument");
+    }
+    if (a->sendcounts[me] != a->recvcounts[me]) {
+        return nsp_error(NSP_ERR_MISMATCH,
+                         "ucx alltoallv: rank %d sends itself %zu bytes but expects %zu",
+                         base->world_rank0 + me, a->sendcounts[me], a->recvcounts[me]);
+    }
+    NSP_CHECK(ucx_req_alloc(comm, "alltoallv", tag, 2 * (n - 1), &req));
+    if (a->sendcounts[me] > 0) {
+        memcpy((char *)a->recvbuf + a->rdispls[me], (const char *)a->sendbuf + a->sdispls[me],
+               a->sendcounts[me]);
+    }
+    /* Receives first, so most sends find them posted; staggered peers so
+     * ranks do not all send to the same rank at once. */
+    for (int k = 1; k < n; ++k) {
+        int src = (me - k + n) % n;
+        NSP_CHECK_GOTO(ucx_post_recv(req, (char *)a->recvbuf + a->rdispls[src],
+                                     a->recvcounts[src], src),
+                       status, err_free_req);
+    }
+    for (int k = 1; k < n; ++k) {
+        int dst = (me + k) % n;
+        NSP_CHECK_GOTO(ucx_post_send(req, (const char *)a->sendbuf + a->sdispls[dst],
+                                     a->sendcounts[dst], dst),
+                       status, err_free_req);
+    }
+    if (req->ndone == req->nops) {
+        nsp_request_set_done(&req->base);
+    }
+    *out = &req->base;
+    return NSP_OK;
+err_free_req:
+    ucx_req_free(&req->base);
+    return status;
+}
+
+static nsp_status_t ucx_sendrecv_post(nsp_tp_comm_t *base, const void *sendbuf, size_t sendbytes,
+                                      int dst, void *recvbuf, size_t recvbytes, int src,
+                                      uint32_t tag, void *stream, nsp_request_t **out)
+{
+    ucx_comm_t  *comm = (ucx_comm_t *)base;
+    int          me   = base->rank;
+    ucx_req_t   *req = NULL;
+    nsp_status_t status;
+
+    NSP_CHECK(ucx_check_stream("sendrecv", stream));
+    if (out == NULL || dst < 0 || dst >= base->size || src < 0 || src >= base->size ||
+        (dst == me) != (src == me)) {
+        return nsp_error(NSP_ERR_INVALID_ARG,
+                         "ucx sendrecv: dst %d and src %d must be ranks of the communicator "
+                         "(size %d), both this rank (%d) or both others",
+                         dst, src, base->size, me);
+    }
+    if (dst == me && sendbytes != recvbytes) {
+        return nsp_error(NSP_ERR_MISMATCH, "ucx sendrecv: rank %d sends itself %zu bytes but "
+                                           "expects %zu",
+                         base->world_rank0 + me, sendbytes, recvbytes);
+    }
+    NSP_CHECK(ucx_req_alloc(comm, "sendrecv", tag, 2, &req));
+    if (dst == me) {
+        if (sendbytes > 0) {
+            memcpy(recvbuf, sendbuf, sendbytes);
+        }
+    } else {
+        NSP_CHECK_GOTO(ucx_post_recv(req, recvbuf, recvbytes, src), status, err_free_req);
+        NSP_CHECK_GOTO(ucx_post_send(req, sendbuf, sendbytes, dst), status, err_free_req);
+    }
+    if (req->ndone == req->nops) {
+        nsp_request_set_done(&req->base);
+    }
+    *out = &req->base;
+    return NSP_OK;
+err_free_req:
+    ucx_req_free(&req->base);
+    return status;
+}
+
+static nsp_status_t ucx_progress(nsp_tp_comm_t *base, int *idle)
+{
+    ucx_comm_t *comm = (ucx_comm_t *)base;
+    unsigned    n    = ucp_worker_progress(comm->world->worker);
+
+    if (idle != NULL) {
+        *idle = n == 0;
+    }
+    return NSP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* World                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static nsp_status_t ucx_status(ucs_status_t st, const char *call)
+{
+    return nsp_error(NSP_ERR_BACKEND, "ucx: %s failed: %s", call, ucs_status_string(st));
+}
+
+static nsp_status_t ucx_open(ucx_world_t *w)
+{
+    ucp_config_t       *config;
+    ucp_params_t        params;
+    ucp_worker_params_t wparams;
+    ucs_status_t        st;
+
+    /* NULL env prefix: UCX_TLS, UCX_NET_DEVICES ... are read as usual. */
+    st = ucp_config_read(NULL, NULL, &config);
+    if (st != UCS_OK) {
+        return ucx_status(st, "ucp_config_read (check the UCX_* environment)");
+    }
+    memset(&params, 0, sizeof(params));
+    params.field_mask        = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.features          = UCP_FEATURE_TAG;
+    params.estimated_num_eps = (size_t)w->nranks;
+    st                       = ucp_init(&params, config, &w->context);
+    ucp_config_release(config);
+    if (st != UCS_OK) {
+        return ucx_status(st, "ucp_init");
+    }
+    memset(&wparams, 0, sizeof(wparams));
+    wparams.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+    st                  = ucp_worker_create(w->context, &wparams, &w->worker);
+    if (st != UCS_OK) {
+        ucp_cleanup(w->context);
+        return ucx_status(st, "ucp_worker_create");
+    }
+    return NSP_OK;
+}
+
+/* This host as UCX sees it: hostname and kernel boot id (not the
+ * NSPCOMM_HOST_ID override, which only fakes placement). */
+static void ucx_host_key(char key[UCX_HOST_KEY_BYTES])
+{
+    char  host[64] = "";
+    char  boot[40] = "";
+    FILE *f        = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+    gethostname(host, sizeof(host) - 1);
+    if (f != NULL) {
+        if (fgets(boot, sizeof(boot), f) == NULL) {
+            boot[0] = '\0';
+        }
+        boot[strcspn(boot, "\n")] = '\0';
+        fclose(f);
+    }
+    memset(key, 0, UCX_HOST_KEY_BYTES);
+    snprintf(key, UCX_HOST_KEY_BYTES, "%s/%s", host, boot);
+}
+
+/*
+ * Allgather what every rank publishes: first fixed-size ucx_rank_info_t
+ * (address length, pid, host), then the worker addresses padded to the
+ * longest. *all gets [nranks][*stride] address bytes, owned by the caller.
+ */
+static nsp_status_t ucx_exchange_addresses(ucx_world_t *w, nsp_bootstrap_t *bs, char **all,
+                                           size_t *stride)
+{
+    ucp_address_t   *addr;
+    size_t           len;
+    ucx_rank_info_t  mine = {0};
+    ucx_rank_info_t *infos = NULL;
+    uint64_t         max   = 0;
+    char            *padded = NULL, *table = NULL;
+    ucs_status_t     st;
+    nsp_status_t     status;
+
+    st = ucp_worker_get_address(w->worker, &addr, &len);
+    if (st != UCS_OK) {
+        return ucx_status(st, "ucp_worker_get_address");
+    }
+    mine.address_len = len;
+    mine.pid         = (int64_t)getpid();
+    ucx_host_key(mine.host);
+    /* Containers may share the host but not the pid numbering. */
+    if (readlink("/proc/self/ns/pid", mine.pidns, sizeof(mine.pidns) - 1) < 0) {
+        mine.pidns[0] = '\0';
+    }
+    infos = calloc((size_t)w->nranks, sizeof(*infos));
+    if (infos == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "ucx: no memory for %d rank infos", w->nranks);
+        goto out_release;
+    }
+    NSP_CHECK_GOTO(nsp_bootstrap_allgather(bs, &mine, infos, sizeof(mine)), status, out_release);
+    for (int r = 0; r < w->nranks; ++r) {
+        max                 = infos[r].address_len > max ? infos[r].address_len : max;
+        w->peers[r].world   = w;
+        w->peers[r].rank    = r;
+        w->peers[r].pid     = (pid_t)infos[r].pid;
+        w->peers[r].same_host = memcmp(infos[r].host, mine.host, UCX_HOST_KEY_BYTES) == 0;
+        w->peers[r].watch_pid = w->peers[r].same_host && mine.pidns[0] != '\0' &&
+                                memcmp(infos[r].pidns, mine.pidns, sizeof(mine.pidns)) == 0;
+    }
+    padded = calloc(1, (size_t)max);
+    table  = malloc((size_t)max * (size_t)w->nranks);
+    if (padded == NULL || table == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "ucx: no memory for %d addresses of %llu bytes",
+                           w->nranks, (unsigned long long)max);
+        goto out_release;
+    }
+    memcpy(padded, addr, len);
+    NSP_CHECK_GOTO(nsp_bootstrap_allgather(bs, padded, table, (size_t)max), status, out_release);
+    *all    = table;
+    *stride = (size_t)max;
+    table   = NULL;
+    status  = NSP_OK;
+out_release:
+    free(table);
+    free(padded);
+    free(infos);
+    ucp_worker_release_address(w->worker, addr);
+    return status;
+}
+
+/* NSPCOMM_UCX_ERR_MODE: which peers get UCX peer error handling. */
+typedef enum { UCX_ERR_AUTO, UCX_ERR_PEER, UCX_ERR_NONE } ucx_err_choice_t;
+
+static nsp_status_t ucx_err_choice(ucx_err_choice_t *choice)
+{
+    const char *text = getenv("NSPCOMM_UCX_ERR_MODE");
+
+    *choice = UCX_ERR_AUTO;
+    if (text == NULL || text[0] == '\0' || strcmp(text, "auto") == 0) {
+        return NSP_OK;
+    }
+    if (strcmp(text, "peer") == 0) {
+        *choice = UCX_ERR_PEER;
+    } else if (strcmp(text, "none") == 0) {
+        *choice = UCX_ERR_NONE;
+    } else {
+        return nsp_error(NSP_ERR_INVALID_ARG,
+                         "NSPCOMM_UCX_ERR_MODE=%s: use auto (default: none on this host, peer "
+                         "across hosts), peer (UCX detects failures; on one host that means "
+                         "tcp) or none",
+                         text);
+    }
+    return NSP_OK;
+}
+
+static nsp_status_t ucx_connect(ucx_world_t *w, int me, const char *table, size_t stride)
+{
+    ucx_err_choice_t choice;
+
+    NSP_CHECK(ucx_err_choice(&choice));
+    for (int r = 0; r < w->nranks; ++r) {
+        ucp_ep_params_t params;
+        ucs_status_t    st;
+        int             peer_mode;
+
+        if (r == me) {
+            continue;
+        }
+        peer_mode = choice == UCX_ERR_PEER || (choice == UCX_ERR_AUTO && !w->peers[r].same_host);
+        memset(&params, 0, sizeof(params));
+        params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        params.address         = (const ucp_address_t *)(const void *)(table + (size_t)r * stride);
+        params.err_mode        = peer_mode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+        w->peers[r].peer_mode  = peer_mode;
+        params.err_handler.cb  = ucx_on_peer_error;
+        params.err_handler.arg = &w->peers[r];
+        st                     = ucp_ep_create(w->worker, &params, &w->peers[r].ep);
+        if (st != UCS_OK) {
+            return nsp_error(NSP_ERR_BACKEND, "ucx: ucp_ep_create to rank %d failed: %s (check "
+                                              "UCX_TLS: it needs a transport that reaches "
+                                              "every rank)",
+                             r, ucs_status_string(st));
+        }
+    }
+    return NSP_OK;
+}
+
+/* Close every endpoint: flush where the peer is alive, force where it failed
+ * (only allowed with peer error handling), and give up waiting after a
+ * bounded time. An endpoint without error handling to a dead peer is left
+ * to ucp_worker_destroy: flushing it could wait for nothing. */
+static void ucx_close_endpoints(ucx_world_t *w, double timeout_s)
+{
+    void  **pending = calloc((size_t)w->nranks, sizeof(*pending));
+    double  limit   = timeout_s < UCX_CLOSE_MAX_S ? timeout_s : UCX_CLOSE_MAX_S;
+    double  deadline = nsp_now_s() + limit;
+    int     left    = 0;
+
+    for (int r = 0; r < w->nranks; ++r) {
+        ucp_request_param_t param;
+        void               *req;
+        if (w->peers[r].ep == NULL ||
+            (w->peers[r].failed != UCS_OK && !w->peers[r].peer_mode)) {
+            continue;
+        }
+        memset(&param, 0, sizeof(param));
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags        = w->peers[r].failed != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        req                = ucp_ep_close_nbx(w->peers[r].ep, &param);
+        w->peers[r].ep     = NULL;
+        if (req != NULL && !UCS_PTR_IS_ERR(req)) {
+            if (pending != NULL) {
+                pending[r] = req;
+                ++left;
+            } else {
+                ucp_request_free(req);
+            }
+        }
+    }
+    while (left > 0 && nsp_now_s() < deadline) {
+        if (ucp_worker_progress(w->worker) == 0) {
+            sched_yield();
+        }
+        for (int r = 0; r < w->nranks; ++r) {
+            if (pending[r] != NULL && ucp_request_check_status(pending[r]) != UCS_INPROGRESS) {
+                ucp_request_free(pending[r]);
+                pending[r] = NULL;
+                --left;
+            }
+        }
+    }
+    if (left > 0) {
+        NSP_DEBUG("ucx: %d endpoints did not finish closing within %.1f s; dropping them", left,
+                  limit);
+        for (int r = 0; r < w->nranks; ++r) {
+            if (pending[r] != NULL) {
+                ucp_request_free(pending[r]);
+            }
+        }
+    }
+    free(pending);
+}
+
+static void ucx_world_free(ucx_world_t *w, double timeout_s)
+{
+    if (w->peers != NULL) {
+        ucx_close_endpoints(w, timeout_s);
+    }
+    if (w->worker != NULL) {
+        ucp_worker_destroy(w->worker);
+    }
+    if (w->context != NULL) {
+        ucp_cleanup(w->context);
+    }
+    free(w->peers);
+    free(w);
+}
+
+static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t *params,
+                                     nsp_tp_comm_t **out)
+{
+    ucx_world_t *w;
+    ucx_comm_t  *comm;
+    char        *table  = NULL;
+    size_t       stride = 0;
+    nsp_status_t status;
+
+    if (bs->nranks > UCX_MAX_RANKS) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "ucx: %d ranks; the UCX backend supports at most %d",
+                         bs->nranks, UCX_MAX_RANKS);
+    }
+    w    = calloc(1, sizeof(*w));
+    comm = calloc(1, sizeof(*comm));
+    if (w == NULL || comm == NULL) {
+        free(w);
+        free(comm);
+        return nsp_error(NSP_ERR_NO_MEMORY, "ucx: no memory for the world");
+    }
+    w->nranks       = bs->nranks;
+    w->next_context = 1; /* 0 is the world */
+    w->peers        = calloc((size_t)bs->nranks, sizeof(*w->peers));
+    if (w->peers == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "ucx: no memory for %d peers", bs->nranks);
+        goto err_free_comm;
+    }
+    NSP_CHECK_GOTO(ucx_open(w), status, err_free_comm);
+    NSP_CHECK_GOTO(ucx_exchange_addresses(w, bs, &table, &stride), status, err_free_world);
+    NSP_CHECK_GOTO(ucx_connect(w, bs->rank, table, stride), status, err_free_world);
+    comm->base.ops         = ucx_ops();
+    comm->base.rank        = bs->rank;
+    comm->base.size        = bs->nranks;
+    comm->base.world_rank0 = 0;
+    comm->base.timeout_s   = params->timeout_s;
+    comm->world            = w;
+    comm->owns_world       = 1;
+    comm->context          = 0;
+    /* Wire every endpoint up now and prove all ranks reached this point. */
+    NSP_CHECK_GOTO(nsp_tp_barrier_by_alltoallv(&comm->base), status, err_free_world);
+    free(table);
+    NSP_DEBUG("ucx: world of %d ranks up (rank %d, address %zu bytes)", w->nranks, bs->rank,
+              stride);
+    *out = &comm->base;
+    return NSP_OK;
+err_free_world:
+    free(table);
+    ucx_world_free(w, params->timeout_s);
+    free(comm);
+    return status;
+err_free_comm:
+    free(w->peers);
+    free(w);
+    free(comm);
+    return status;
+}
+
+static nsp_status_t ucx_world_wrap(void *native, const nsp_tp_params_t *params,
+                                   nsp_tp_comm_t **world)
+{
+    (void)native;
+    (void)params;
+    (void)world;
+    return nsp_error(NSP_ERR_UNSUPPORTED,
+                     "ucx: wrapping a native communicator is not supported (only the nccl "
+                     "backend wraps an ncclComm_t)");
+}
+
+static nsp_status_t ucx_split(nsp_tp_comm_t *pbase, int rank0, int size, nsp_tp_comm_t **out)
+{
+    ucx_comm_t *parent = (ucx_comm_t *)pbase;
+    ucx_comm_t *sub;
+    uint32_t    context;
+
+    if (out == NULL || size < 1 || rank0 < 0 || rank0 > pbase->rank ||
+        pbase->rank >= rank0 + size || rank0 + size > pbase->size) {
+        return nsp_error(NSP_ERR_INVALID_ARG,
+                         "ucx split: rank %d of %d cannot join ranks [%d, %d): the range must "
+                         "hold it and lie inside the parent",
+                         pbase->rank, pbase->size, rank0, rank0 + size);
+    }
+    NSP_CHECK(nsp_tp_split_agree(pbase, rank0, size, parent->world->next_context, &context));
+    if (context > UCX_MAX_CONTEXT) {
+        return nsp_error(NSP_ERR_NO_MEMORY,
+                         "ucx split: out of communicator ids (%u created): destroy unused "
+                         "trees",
+                         context);
+    }
+    sub = calloc(1, sizeof(*sub));
+    if (sub == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "ucx split: no memory");
+    }
+    parent->world->next_context = context + 1;
+    sub->base.ops               = ucx_ops();
+    sub->base.rank              = pbase->rank - rank0;
+    sub->base.size              = size;
+    sub->base.world_rank0       = pbase->world_rank0 + rank0;
+    sub->base.timeout_s         = pbase->timeout_s;
+    sub->world                  = parent->world;
+    sub->owns_world             = 0;
+    sub->context                = (uint16_t)context;
+    *out                        = &sub->base;
+    return NSP_OK;
+}
+
+static nsp_status_t ucx_destroy(nsp_tp_comm_t *base)
+{
+    ucx_comm_t *comm = (ucx_comm_t *)base;
+
+    if (comm == NULL) {
+        return NSP_OK;
+    }
+    if (comm->owns_world) {
+        ucx_world_free(comm->world, base->timeout_s);
+    }
+    free(comm);
+    return NSP_OK;
+}
+
+const nsp_tp_ops_t nsp_tp_ucx_ops = {
+    .name           = "ucx",
+    .mem_type       = NSP_MEM_HOST,
+    .world_create   = ucx_world_create,
+    .world_wrap     = ucx_world_wrap,
+    .split          = ucx_split,
+    .destroy        = ucx_destroy,
+    .alltoallv_post = ucx_alltoallv_post,
+    .sendrecv_post  = ucx_sendrecv_post,
+    .progress       = ucx_progress,
+    .allgather      = nsp_tp_allgather_by_alltoallv,
+    .barrier        = nsp_tp_barrier_by_alltoallv,
+};
+
+static const nsp_tp_ops_t *ucx_ops(void)
+{
+    return &nsp_tp_ucx_ops;
+}
