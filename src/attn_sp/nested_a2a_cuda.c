@@ -1,0 +1,696 @@
+/*
+ * The nested all-to-all on the GPU (nested_a2a_cuda.h): CUDA pack kernels
+ * (pack_cuda.h), one stream per level (src/streams/streams_cuda.h), the
+ * tree's transport (NCCL) on those streams, and the host level queues of
+ * src/streams/levels.h for completion. The layout and count logic is the
+ * host path's (nested_a2a.c): the same nsp_pack_counts(), the same tags,
+ * the same in-place cases, the same agreement check.
+ */
+#include "config.h"
+
+#include "attn_sp/nested_a2a_cuda.h"
+
+#include "attn_sp/layout.h"
+#include "attn_sp/nested_a2a.h"
+#include "attn_sp/pack.h"
+#include "attn_sp/pack_cuda.h"
+#include "common/log.h"
+#include "nested_groups/tree.h"
+#include "streams/cuda_util.h"
+#include "streams/levels.h"
+#include "streams/streams_cuda.h"
+#include "transport/comm.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CA_WHAT      "nested all-to-all (cuda)"
+#define CA_CACHE_MAX 8 /* layouts whose device tables are kept */
+
+/* ---- state kept between posts --------------------------------------------- */
+
+typedef struct ca_entry {
+    int               used;
+    uint64_t          plan_hash;
+    int               rank, round, nlevels;
+    nsp_cuda_level_t *levels[NSP_TREE_MAX_LEVELS]; /* NULL for level 0 */
+    int               live;                        /* operations using it */
+    uint64_t          last_use;
+} ca_entry_t;
+
+static struct {
+    int                 device;    /* -1: nothing created yet */
+    nsp_cuda_streams_t *streams;   /* NSP_TREE_MAX_LEVELS level streams */
+    cudaMemPool_t       pool;      /* scratch, stream-ordered */
+    int                 have_pool;
+    ca_entry_t          cache[CA_CACHE_MAX];
+    uint64_t            clock;
+    int                 ops_live;
+    uint32_t            post_count; /* every rank counts its posts alike */
+} ca = {.device = -1};
+
+static void ca_entry_release(ca_entry_t *e)
+{
+    for (int l = 0; l < e->nlevels; ++l) {
+        /* In stream order after the last kernels of that level. */
+        nsp_cuda_level_release(e->levels[l], nsp_cuda_streams_get(ca.streams, l));
+        e->levels[l] = NULL;
+    }
+    e->used = 0;
+}
+
+nsp_status_t nsp_a2a_cuda_release_cache(void)
+{
+    if (ca.ops_live > 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_release_cache: %d nested all-to-alls on "
+                         "the GPU are still in flight; free their requests first", ca.ops_live);
+    }
+    for (int k = 0; k < CA_CACHE_MAX; ++k) {
+        if (ca.cache[k].used) {
+            ca_entry_release(&ca.cache[k]);
+        }
+    }
+    if (ca.have_pool) {
+        cudaMemPoolDestroy(ca.pool); /* released once its frees completed */
+        ca.have_pool = 0;
+    }
+    nsp_cuda_streams_free(ca.streams);
+    ca.streams = NULL;
+    ca.device  = -1;
+    return NSP_OK;
+}
+
+/* Streams and the scratch pool on the current device (recreated if the
+ * caller moved to another device with nothing in flight). */
+static nsp_status_t ca_setup(void)
+{
+    int              dev = 0;
+    struct cudaMemPoolProps props;
+    uint64_t         keep = UINT64_MAX;
+    nsp_status_t     status;
+
+    NSP_CUDA_CHECK(cudaGetDevice(&dev), CA_WHAT);
+    if (ca.device == dev) {
+        return NSP_OK;
+    }
+    if (ca.device >= 0) {
+        NSP_CHECK(nsp_a2a_cuda_release_cache());
+    }
+    NSP_CHECK(nsp_cuda_streams_create(NSP_TREE_MAX_LEVELS, dev, 1, &ca.streams));
+    memset(&props, 0, sizeof(props));
+    props.allocType     = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id   = dev;
+    NSP_CUDA_GOTO(cudaMemPoolCreate(&ca.pool, &props), CA_WHAT, status, err_free_streams);
+    /* Keep freed scratch for the next post instead of returning it. */
+    NSP_CUDA_GOTO(cudaMemPoolSetAttribute(ca.pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                  CA_WHAT, status, err_destroy_pool);
+    ca.have_pool = 1;
+    ca.device    = dev;
+    return NSP_OK;
+err_destroy_pool:
+    cudaMemPoolDestroy(ca.pool);
+err_free_streams:
+    nsp_cuda_streams_free(ca.streams);
+    ca.streams = NULL;
+    return status;
+}
+
+/* The device tables of a layout: cached, or uploaded now. */
+static nsp_status_t ca_tables(const nsp_layout_t *layout, const nsp_layout_info_t *info,
+                              ca_entry_t **out)
+{
+    ca_entry_t  *e = NULL, *lru = NULL;
+    nsp_status_t status;
+
+    for (int k = 0; k < CA_CACHE_MAX; ++k) {
+        ca_entry_t *c = &ca.cache[k];
+        if (c->used && c->plan_hash == info->plan_hash && c->rank == info->rank &&
+            c->round == info->round && c->nlevels == info->nlevels) {
+            e = c;
+            goto found;
+        }
+        if (!c->used) {
+            e = e != NULL ? e : c;
+        } else if (c->live == 0 && (lru == NULL || c->last_use < lru->last_use)) {
+            lru = c;
+        }
+    }
+    if (e == NULL) {
+        if (lru == NULL) {
+            return nsp_error(NSP_ERR_NO_MEMORY, "%s: %d layouts are in flight at once; free "
+                             "some requests first", CA_WHAT, CA_CACHE_MAX);
+        }
+        ca_entry_release(lru);
+        e = lru;
+    }
+    memset(e, 0, sizeof(*e));
+    e->plan_hash = info->plan_hash;
+    e->rank      = info->rank;
+    e->round     = info->round;
+    e->nlevels   = info->nlevels;
+    e->used      = 1;
+    for (int l = 1; l < info->nlevels; ++l) {
+        nsp_level_view_t view;
+        NSP_CHECK_GOTO(nsp_layout_level_view(layout, l, &view), status, err_release);
+        NSP_CHECK_GOTO(nsp_cuda_level_create(&view, &e->levels[l]), status, err_release);
+    }
+found:
+    e->last_use = ++ca.clock;
+    *out        = e;
+    return NSP_OK;
+err_release:
+    ca_entry_release(e);
+    return status;
+}
+
+static void *ca_alloc(size_t bytes, cudaStream_t s, nsp_status_t *status)
+{
+    void       *p = NULL;
+    cudaError_t e;
+
+    if (bytes == 0) {
+        return NULL;
+    }
+    e = cudaMallocFromPoolAsync(&p, bytes, ca.pool, s);
+    if (e != cudaSuccess) {
+        *status = nsp_cuda_status(e, CA_WHAT, "cudaMallocFromPoolAsync (scratch)");
+        return NULL;
+    }
+    return p;
+}
+
+/* ---- the operation -------------------------------------------------------- */
+
+typedef struct ca_op ca_op_t;
+
+typedef struct ca_level {
+    nsp_request_t           req;        /* FIRST: the public request of the level */
+    ca_op_t                *op;
+    int                     level;
+    int                     freed;
+    nsp_layout_level_t      lv;
+    nsp_level_view_t        view;
+    nsp_layout_heads_t      hs;
+    nsp_cuda_level_t       *dev;        /* tables, from the cache */
+    nsp_tp_comm_t          *tp;         /* the group's communicator, or the world */
+    int                     pairwise;
+    int                     in_place;
+    int                     self_first;
+    size_t                 *sb, *sd, *rb, *rd;
+    const char             *src;
+    char                   *dst;
+    cudaStream_t            stream;
+    cudaEvent_t             done;       /* this post's work of the level ran */
+    nsp_request_t         **tp_reqs;
+    uint64_t               *tp_seen;
+    int                     ntp;
+} ca_level_t;
+
+struct ca_op {
+    nsp_levels_t      *queues;
+    nsp_tp_comm_t     *world;
+    ca_entry_t        *entry;
+    int                nlevels;
+    int                live;
+    int                idle;
+    uint64_t           progress;
+    nsp_a2a_dir_t      dir;
+    int                heads;
+    size_t             row_bytes;
+    nsp_a2a_replicas_t replicas;
+    uint32_t           post_seq;
+    const char        *src;
+    char              *dst;
+    ca_level_t        *levels;
+};
+
+static void ca_op_destroy(ca_op_t *op)
+{
+    for (int l = 0; l < op->nlevels && op->levels != NULL; ++l) {
+        ca_level_t *L = &op->levels[l];
+        for (int k = 0; k < L->ntp; ++k) {
+            nsp_request_free(L->tp_reqs[k]); /* abandons (aborts) what is still running */
+        }
+        free(L->tp_reqs);
+        free(L->tp_seen);
+        free(L->sb);
+        if (L->done != NULL) {
+            cudaEventDestroy(L->done); /* safe while recorded work is pending */
+        }
+    }
+    if (op->entry != NULL) {
+        --op->entry->live;
+    }
+    nsp_levels_free(op->queues);
+    free(op->levels);
+    free(op);
+    --ca.ops_live;
+}
+
+static size_t ca_sum(const size_t *v, int n)
+{
+    size_t s = 0;
+
+    for (int k = 0; k < n; ++k) {
+        s += v[k];
+    }
+    return s;
+}
+
+/* Post the level's exchange on its stream: the group's alltoallv, or
+ * pairwise sendrecv steps over the world (as the host path). */
+static nsp_status_t ca_post_exchange(ca_level_t *L, const void *send, void *recv)
+{
+    int      d   = L->lv.degree, me = L->lv.index;
+    uint32_t tag = nsp_a2a_tag(L->op->post_seq, d);
+
+    if (!L->pairwise) {
+        nsp_tp_alltoallv_t args = {.sendbuf = send, .sendcounts = L->sb, .sdispls = L->sd,
+                                   .recvbuf = recv, .recvcounts = L->rb, .rdispls = L->rd};
+        NSP_CHECK(L->tp->ops->alltoallv_post(L->tp, &args, tag, L->stream, &L->tp_reqs[0]));
+        L->ntp = 1;
+        return NSP_OK;
+    }
+    for (int k = 1; k < d; ++k) {
+        int to = (me + k) % d, from = (me - k + d) % d;
+        NSP_CHECK(L->tp->ops->sendrecv_post(L->tp, (const char *)send + L->sd[to], L->sb[to],
+                                            L->lv.rank0 + to, (char *)recv + L->rd[from],
+                                            L->rb[from], L->lv.rank0 + from, tag, L->stream,
+                                            &L->tp_reqs[L->ntp]));
+        ++L->ntp;
+    }
+    return NSP_OK;
+}
+
+/* Enqueue everything of level l > 0 on its stream. */
+static nsp_status_t ca_enqueue_level(ca_level_t *L)
+{
+    ca_op_t     *op = L->op;
+    int          d  = L->lv.degree;
+    size_t       rbytes = op->row_bytes;
+    nsp_status_t status = NSP_OK;
+    char        *send_scratch = NULL, *recv_scratch = NULL;
+    const void  *send;
+    void        *recv;
+
+    if (op->dir == NSP_A2A_SEQ_TO_HEAD) {
+        send = send_scratch = ca_alloc(ca_sum(L->sb, d), L->stream, &status);
+        recv = L->in_place ? (void *)L->dst
+                           : (void *)(recv_scratch = ca_alloc(ca_sum(L->rb, d), L->stream,
+                                                              &status));
+        NSP_CHECK_GOTO(status, status, out_free);
+        NSP_CHECK_GOTO(nsp_cuda_pack_s2h(L->dev, op->heads, rbytes, L->src, send_scratch, L->sb,
+                                         L->sd, L->stream),
+                       status, out_free);
+        NSP_CHECK_GOTO(ca_post_exchange(L, send, recv), status, out_free);
+        NSP_CHECK_GOTO(nsp_cuda_pack_copy_self(L->dev, op->dir, op->heads, rbytes, op->replicas,
+                                               L->src, L->dst, L->stream),
+                       status, out_free);
+        if (!L->in_place) {
+            NSP_CHECK_GOTO(nsp_cuda_unpack_s2h(L->dev, op->heads, rbytes, recv, L->rb, L->rd,
+                                               L->dst, L->stream),
+                           status, out_free);
+        }
+    } else {
+        send = L->in_place ? (const void *)L->src
+                           : (const void *)(send_scratch = ca_alloc(ca_sum(L->sb, d), L->stream,
+                                                                    &status));
+        recv = recv_scratch = ca_alloc(ca_sum(L->rb, d), L->stream, &status);
+        NSP_CHECK_GOTO(status, status, out_free);
+        if (!L->in_place) {
+            NSP_CHECK_GOTO(nsp_cuda_pack_h2s(L->dev, op->heads, rbytes, L->src, send_scratch,
+                                             L->sb, L->sd, L->stream),
+                           status, out_free);
+        }
+        NSP_CHECK_GOTO(ca_post_exchange(L, send, recv), status, out_free);
+        if (L->self_first) {
+            NSP_CHECK_GOTO(nsp_cuda_pack_copy_self(L->dev, op->dir, op->heads, rbytes,
+                                                   op->replicas, L->src, L->dst, L->stream),
+                           status, out_free);
+        }
+        NSP_CHECK_GOTO(nsp_cuda_unpack_h2s(L->dev, op->heads, rbytes, op->replicas, recv, L->rb,
+                                           L->rd, L->dst, L->stream),
+                       status, out_free);
+        if (!L->self_first) {
+            NSP_CHECK_GOTO(nsp_cuda_pack_copy_self(L->dev, op->dir, op->heads, rbytes,
+                                                   op->replicas, L->src, L->dst, L->stream),
+                           status, out_free);
+        }
+    }
+out_free:
+    /* Stream-ordered: released after the kernels and NCCL that use them. */
+    if (send_scratch != NULL) {
+        cudaFreeAsync(send_scratch, L->stream);
+    }
+    if (recv_scratch != NULL) {
+        cudaFreeAsync(recv_scratch, L->stream);
+    }
+    return status;
+}
+
+/* Step 1 of a level: its transport requests completed (errors, timeouts
+ * and count mismatches are decided there). */
+static nsp_status_t ca_step_exchange(void *arg)
+{
+    ca_level_t *L    = arg;
+    int         left = 0;
+
+    for (int k = 0; k < L->ntp; ++k) {
+        nsp_status_t st;
+        if (L->tp_reqs[k] == NULL) {
+            continue;
+        }
+        st = nsp_request_test(L->tp_reqs[k]);
+        L->op->progress += L->tp_reqs[k]->progress - L->tp_seen[k];
+        L->tp_seen[k]    = L->tp_reqs[k]->progress;
+        if (st == NSP_INPROGRESS) {
+            L->op->idle &= L->tp_reqs[k]->idle;
+            ++left;
+            continue;
+        }
+        if (st < 0) {
+            return st;
+        }
+        nsp_request_free(L->tp_reqs[k]);
+        L->tp_reqs[k] = NULL;
+        L->op->progress++;
+    }
+    return left > 0 ? NSP_INPROGRESS : NSP_OK;
+}
+
+/* Step 2 of a level (the only one of level 0): its device work ran. */
+static nsp_status_t ca_step_event(void *arg)
+{
+    ca_level_t *L = arg;
+    cudaError_t e = cudaEventQuery(L->done);
+
+    if (e == cudaSuccess) {
+        return NSP_OK;
+    }
+    if (e == cudaErrorNotReady) {
+        return NSP_INPROGRESS;
+    }
+    return nsp_cuda_status(e, CA_WHAT, "cudaEventQuery (a kernel of the level failed)");
+}
+
+static nsp_status_t ca_level_test(nsp_request_t *req)
+{
+    ca_level_t *L  = (ca_level_t *)req;
+    ca_op_t    *op = L->op;
+    int         advanced = 0;
+
+    op->idle = 1;
+    NSP_CHECK(nsp_levels_progress(op->queues, &advanced));
+    op->progress += (uint64_t)advanced;
+    req->progress = op->progress;
+    req->idle     = op->idle && advanced == 0;
+    return nsp_levels_status(op->queues, L->level);
+}
+
+static void ca_level_describe(const nsp_request_t *req, char *buf, size_t len)
+{
+    const ca_level_t *L = (const ca_level_t *)req;
+
+    snprintf(buf, len, "level %d (degree %d, group of ranks %d..%d, GPU) at step '%s'",
+             L->level, L->lv.degree, L->lv.rank0, L->lv.rank0 + L->lv.degree - 1,
+             nsp_levels_pending_step(L->op->queues, L->level));
+}
+
+static void ca_level_free(nsp_request_t *req)
+{
+    ca_level_t *L  = (ca_level_t *)req;
+    ca_op_t    *op = L->op;
+
+    if (L->freed) {
+        return;
+    }
+    L->freed = 1;
+    if (--op->live == 0) {
+        ca_op_destroy(op);
+    }
+}
+
+static const nsp_request_ops_t ca_level_req_ops = {
+    .name             = "nested all-to-all (cuda)",
+    .test             = ca_level_test,
+    .describe_pending = ca_level_describe,
+    .free             = ca_level_free,
+};
+
+/* ---- post ------------------------------------------------------------------ */
+
+static nsp_status_t ca_check_params(const nsp_layout_t *layout, const nsp_a2a_params_t *p,
+                                    const nsp_layout_info_t *info, int64_t head_rows)
+{
+    size_t es = p->elem_size;
+
+    if (es != 1 && es != 2 && es != 4 && es != 8) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: elem_size %zu is not 1, 2, 4 or 8 bytes",
+                         CA_WHAT, es);
+    }
+    if (p->heads < 1 || p->head_dim < 1 ||
+        (p->direction != NSP_A2A_SEQ_TO_HEAD && p->direction != NSP_A2A_HEAD_TO_SEQ)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: heads %d, head_dim %d or direction %d "
+                         "invalid", CA_WHAT, p->heads, p->head_dim, (int)p->direction);
+    }
+    if ((p->field_mask & NSP_A2A_FIELD_REPLICAS) && p->replicas == NSP_A2A_REPLICAS_SUM_F32 &&
+        es != 4) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: REPLICAS_SUM_F32 needs float32 elements, "
+                         "elem_size is %zu", CA_WHAT, es);
+    }
+    if ((info->local_tokens > 0 || head_rows > 0) && (p->src == NULL || p->dst == NULL)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: NULL src or dst for %lld tokens", CA_WHAT,
+                         (long long)info->local_tokens);
+    }
+    for (int l = 1; l < info->nlevels; ++l) {
+        nsp_layout_level_t lv;
+        NSP_CHECK(nsp_layout_level(layout, l, &lv));
+        if (lv.ring > 1) {
+            return nsp_error(NSP_ERR_UNSUPPORTED, "%s: the group of degree %d at rank %d has "
+                             "ring degree %d; the all-to-all runs Ulysses groups only",
+                             CA_WHAT, lv.degree, lv.rank0, lv.ring);
+        }
+    }
+    return NSP_OK;
+}
+
+/* The communicator of a level: the tree's group of that degree when it is
+ * the same group, else pairwise over the world (as the host path). */
+static nsp_status_t ca_choose_comm(nsp_tree_t *tree, ca_level_t *L, nsp_tp_comm_t *world)
+{
+    int nl = 0;
+
+    NSP_CHECK(nsp_tree_nlevels(tree, &nl));
+    for (int t = 0; t < nl; ++t) {
+        int degree = 0, rank0 = -1;
+        NSP_CHECK(nsp_tree_degree(tree, t, &degree));
+        NSP_CHECK(nsp_tree_group(tree, t, &rank0, NULL));
+        if (degree == L->lv.degree && rank0 == L->lv.rank0) {
+            L->pairwise = 0;
+            return nsp_tree_level_tp(tree, t, &L->tp);
+        }
+    }
+    L->pairwise = 1;
+    L->tp       = world;
+    return NSP_OK;
+}
+
+/* Displacements of an in-place block: peer q's part starts at its chunk. */
+static void ca_in_place_displs(const ca_level_t *L, size_t *displ)
+{
+    size_t tok_bytes = (size_t)L->hs.nheads * L->op->row_bytes;
+
+    for (int q = 0; q < L->lv.degree; ++q) {
+        int64_t start = 0, len = 0;
+        if (L->lv.nseqs == 1) {
+            nsp_chunk_of(L->lv.seq_len[0], L->lv.degree, q, &start, &len);
+        }
+        displ[q] = (size_t)start * tok_bytes;
+    }
+}
+
+static nsp_status_t ca_level_setup(nsp_tree_t *tree, const nsp_layout_t *layout, ca_op_t *op,
+                                   int l)
+{
+    ca_level_t *L = &op->levels[l];
+    int         d;
+
+    L->op     = op;
+    L->level  = l;
+    L->stream = (cudaStream_t)nsp_cuda_streams_get(ca.streams, l);
+    nsp_request_init(&L->req, &ca_level_req_ops, op->world->timeout_s);
+    NSP_CUDA_CHECK(cudaEventCreateWithFlags(&L->done, cudaEventDisableTiming), CA_WHAT);
+    NSP_CHECK(nsp_layout_level(layout, l, &L->lv));
+    NSP_CHECK(nsp_layout_level_view(layout, l, &L->view));
+    NSP_CHECK(nsp_layout_heads(layout, l, op->heads, &L->hs));
+    d = L->lv.degree;
+    if (op->dir == NSP_A2A_SEQ_TO_HEAD) {
+        L->src = op->src + (size_t)L->lv.local_offset * (size_t)op->heads * op->row_bytes;
+        L->dst = op->dst + (size_t)L->hs.row_offset * op->row_bytes;
+    } else {
+        L->src = op->src + (size_t)L->hs.row_offset * op->row_bytes;
+        L->dst = op->dst + (size_t)L->lv.local_offset * (size_t)op->heads * op->row_bytes;
+    }
+    if (l == 0) {
+        return NSP_OK;
+    }
+    L->dev = op->entry->levels[l];
+    NSP_CHECK(ca_choose_comm(tree, L, op->world));
+    L->sb      = calloc(4 * (size_t)d, sizeof(size_t));
+    L->tp_reqs = calloc((size_t)d, sizeof(*L->tp_reqs));
+    L->tp_seen = calloc((size_t)d, sizeof(*L->tp_seen));
+    if (L->sb == NULL || L->tp_reqs == NULL || L->tp_seen == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate level %d", CA_WHAT, l);
+    }
+    L->sd = L->sb + d;
+    L->rb = L->sd + d;
+    L->rd = L->rb + d;
+    NSP_CHECK(nsp_pack_counts(&L->view, op->dir, op->heads, op->row_bytes, op->replicas,
+                              NSP_PACK_SKIP_SELF, L->sb, L->sd, L->rb, L->rd));
+    NSP_CHECK(nsp_pack_self_is_first(&L->view, op->heads, &L->self_first));
+    L->in_place = nsp_pack_block_is_contiguous(&L->view);
+    if (L->in_place) {
+        ca_in_place_displs(L, op->dir == NSP_A2A_SEQ_TO_HEAD ? L->rd : L->sd);
+    }
+    NSP_INFO("%s %s: level %d degree %d (group %d..%d, %s), %d seqs, sends %zu B, receives "
+             "%zu B%s", CA_WHAT, op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d,
+             L->lv.rank0, L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world"
+                                                            : "tree group",
+             L->lv.nseqs, ca_sum(L->sb, d), ca_sum(L->rb, d), L->in_place ? ", in place" : "");
+    NSP_CHECK(nsp_levels_push(op->queues, l, ca_step_exchange, L, "exchange"));
+    return NSP_OK;
+}
+
+/* Enqueue every level, ascending; then each level's event step. */
+static nsp_status_t ca_enqueue(ca_op_t *op, void *user_stream, int serial)
+{
+    for (int l = 0; l < op->nlevels; ++l) {
+        ca_level_t *L = &op->levels[l];
+        NSP_CHECK(nsp_cuda_streams_fork(ca.streams, l, user_stream));
+        if (serial && l > 0) {
+            /* Level l starts when level l-1 ran (measures what pipelining buys). */
+            NSP_CHECK(nsp_cuda_streams_fork(ca.streams, l, op->levels[l - 1].stream));
+        }
+        if (l == 0) {
+            size_t bytes = (size_t)L->lv.local_tokens * (size_t)op->heads * op->row_bytes;
+            if (bytes > 0) {
+                /* Level 0 sits at offset 0 of both buffers. */
+                NSP_CUDA_CHECK(cudaMemcpyAsync(op->dst, op->src, bytes, cudaMemcpyDeviceToDevice,
+                                               L->stream),
+                               CA_WHAT);
+            }
+        } else {
+            NSP_CHECK(ca_enqueue_level(L));
+        }
+        NSP_CUDA_CHECK(cudaEventRecord(L->done, L->stream), CA_WHAT);
+        NSP_CHECK(nsp_levels_push(op->queues, l, ca_step_event, L, "device work of the level"));
+    }
+    return NSP_OK;
+}
+
+static nsp_status_t ca_agree(nsp_comm_t *world, const nsp_layout_info_t *info,
+                             const nsp_a2a_params_t *p)
+{
+    nsp_a2a_replicas_t rep = (p->field_mask & NSP_A2A_FIELD_REPLICAS) ? p->replicas
+                                                                      : NSP_A2A_REPLICAS_FIRST;
+    uint64_t           mine = nsp_a2a_check_hash(info->plan_hash, p->direction, p->heads,
+                                                 p->head_dim, p->elem_size, rep);
+    uint64_t          *all;
+    int                size = 0;
+    nsp_status_t       status;
+
+    NSP_CHECK(nsp_comm_size(world, &size));
+    all = malloc(sizeof(uint64_t) * (size_t)size);
+    if (all == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate %d hashes", CA_WHAT, size);
+    }
+    NSP_CHECK_GOTO(nsp_comm_allgather(world, &mine, all, sizeof(mine)), status, out_free);
+    status = nsp_a2a_compare_hashes(all, size, "nested all-to-all");
+out_free:
+    free(all);
+    return status;
+}
+
+nsp_status_t nsp_a2a_post_cuda(nsp_tree_t *tree, const nsp_layout_t *layout,
+                               const nsp_a2a_params_t *params, nsp_request_t **reqs)
+{
+    nsp_layout_info_t info;
+    nsp_comm_t       *world;
+    ca_op_t          *op;
+    int64_t           head_rows = 0;
+    int               rank = 0, size = 0, serial, check;
+    void             *user_stream;
+    nsp_status_t      status;
+
+    if (tree == NULL || layout == NULL || params == NULL || reqs == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_post: NULL tree, layout, params or "
+                         "requests");
+    }
+    NSP_CHECK(nsp_layout_query(layout, &info));
+    NSP_CHECK(nsp_layout_head_rows(layout, params->heads, &head_rows));
+    NSP_CHECK(ca_check_params(layout, params, &info, head_rows));
+    NSP_CHECK(nsp_tree_world(tree, &world));
+    NSP_CHECK(nsp_comm_rank(world, &rank));
+    NSP_CHECK(nsp_comm_size(world, &size));
+    if (info.rank != rank || info.ranks != size) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: the layout is for rank %d of %d, but this "
+                         "is rank %d of a world of %d", CA_WHAT, info.rank, info.ranks, rank,
+                         size);
+    }
+    if (info.nlevels > NSP_TREE_MAX_LEVELS) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: %d levels (at most %d)", CA_WHAT,
+                         info.nlevels, NSP_TREE_MAX_LEVELS);
+    }
+    serial      = (params->field_mask & NSP_A2A_FIELD_SERIAL) ? params->serial : 0;
+    check       = (params->field_mask & NSP_A2A_FIELD_CHECK) ? params->check : 1;
+    user_stream = (params->field_mask & NSP_A2A_FIELD_STREAM) ? params->stream : NULL;
+    if (check) {
+        NSP_CHECK(ca_agree(world, &info, params));
+    }
+    NSP_CHECK(ca_setup());
+
+    op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate", CA_WHAT);
+    }
+    ++ca.ops_live;
+    op->world     = nsp_comm_tp(world);
+    op->nlevels   = info.nlevels;
+    op->dir       = params->direction;
+    op->heads     = params->heads;
+    op->row_bytes = (size_t)params->head_dim * params->elem_size;
+    op->replicas  = (params->field_mask & NSP_A2A_FIELD_REPLICAS) ? params->replicas
+                                                                  : NSP_A2A_REPLICAS_FIRST;
+    op->post_seq  = ca.post_count++;
+    op->src       = params->src;
+    op->dst       = params->dst;
+    op->levels    = calloc((size_t)info.nlevels, sizeof(*op->levels));
+    if (op->levels == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate %d levels", CA_WHAT,
+                           info.nlevels);
+        goto err_destroy_op;
+    }
+    NSP_CHECK_GOTO(ca_tables(layout, &info, &op->entry), status, err_destroy_op);
+    ++op->entry->live;
+    NSP_CHECK_GOTO(nsp_levels_create(info.nlevels, 2,
+                                     serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
+                                     &op->queues),
+                   status, err_destroy_op);
+    for (int l = 0; l < info.nlevels; ++l) {
+        NSP_CHECK_GOTO(ca_level_setup(tree, layout, op, l), status, err_destroy_op);
+    }
+    NSP_CHECK_GOTO(ca_enqueue(op, user_stream, serial), status, err_destroy_op);
+    op->live = info.nlevels;
+    for (int l = 0; l < info.nlevels; ++l) {
+        reqs[l] = &op->levels[l].req;
+    }
+    return NSP_OK;
+
+err_destroy_op:
+    ca_op_destroy(op);
+    return status;
+}

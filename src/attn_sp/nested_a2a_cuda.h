@@ -1,0 +1,44 @@
+/*
+ * The CUDA path of the nested all-to-all (CUDA builds; internal).
+ *
+ * nsp_a2a_post() (nested_a2a.c) hands a post to nsp_a2a_post_cuda() when
+ * the tree's world moves device memory (the nccl backend). Same contract as
+ * the public nsp_a2a_post() (include/nspcomm.h section 7), with src and dst
+ * in device memory and params->stream (NSP_A2A_FIELD_STREAM) the stream
+ * where src was written (NULL: the legacy default stream). Per level l:
+ *
+ *   level stream l waits for params->stream (an event, on the GPU)
+ *   [l == 0]  cudaMemcpyAsync of the level-0 block
+ *   [l  > 0]  pack kernel -> the level's transport alltoallv (NCCL, on the
+ *             level stream; pairwise ncclSend/ncclRecv over the world for a
+ *             group the tree lacks) -> self-block kernel -> unpack kernel,
+ *             scratch from a private stream-ordered memory pool
+ *   record this post's event of level l
+ *
+ * all enqueued by the call, in ascending level order (the agreed order of
+ * DESIGN §4), so every level is in flight at return (serial mode: level
+ * l+1's stream also waits for level l's event). Level l's request completes
+ * when its event fired and its transport requests did: then dst holds the
+ * level's block. Testing any request polls every level (the host
+ * src/streams/levels.h queue with one step per level: [exchange done] ->
+ * [event fired]). Errors of NCCL (a peer gone), timeouts and count
+ * mismatches come from the transport's requests.
+ *
+ * Device tables of a layout's levels (pack_map.h) are uploaded on the first
+ * post of a layout and cached (key: plan hash and rank) for the next posts;
+ * nsp_a2a_cuda_release_cache() frees the cache, the streams and the pool.
+ */
+#ifndef NSP_ATTN_SP_NESTED_A2A_CUDA_H_
+#define NSP_ATTN_SP_NESTED_A2A_CUDA_H_
+
+#include "nspcomm.h"
+
+/** nsp_a2a_post() for a world whose backend moves device memory. */
+nsp_status_t nsp_a2a_post_cuda(nsp_tree_t *tree, const nsp_layout_t *layout,
+                               const nsp_a2a_params_t *params, nsp_request_t **reqs);
+
+/** Free the CUDA state kept between posts (layout tables, streams, the
+ *  scratch pool). NSP_ERR_INVALID_ARG while a CUDA post is in flight. */
+nsp_status_t nsp_a2a_cuda_release_cache(void);
+
+#endif /* NSP_ATTN_SP_NESTED_A2A_CUDA_H_ */

@@ -1,0 +1,39 @@
+# tests/gpu (docs/gpu.md): what runs on any machine (the kernels' index
+# maps against the host pack, the NCCL backend's registration and errors,
+# ncclGetUniqueId) and what needs a GPU (the kernels against the host, the
+# level streams, a one-rank NCCL tree); the latter print
+# "1..0 # SKIP no CUDA device (...)" where there is none.
+GPU_TEST_LIBS = tests/libnsptest.la libnspcomm.la libnspcomm_planner.la
+
+check_PROGRAMS += tests/gpu/test_pack_map tests/gpu/test_nccl_backend
+TESTS += tests/gpu/test_pack_map tests/gpu/test_nccl_backend
+tests_gpu_test_pack_map_SOURCES = tests/gpu/test_pack_map.c tests/gpu/gpu_views.c \
+	tests/gpu/gpu_views.h
+tests_gpu_test_pack_map_LDADD = $(GPU_TEST_LIBS)
+tests_gpu_test_nccl_backend_SOURCES = tests/gpu/test_nccl_backend.c
+tests_gpu_test_nccl_backend_CPPFLAGS = $(AM_CPPFLAGS)
+tests_gpu_test_nccl_backend_LDADD = $(GPU_TEST_LIBS)
+if NSP_CUDA
+tests_gpu_test_nccl_backend_CPPFLAGS += $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_gpu_test_nccl_backend_LDADD += $(CUDA_LIBS) $(NCCL_LIBS)
+
+check_PROGRAMS += tests/gpu/test_pack_cuda tests/gpu/test_streams_cuda
+TESTS += tests/gpu/test_pack_cuda tests/gpu/test_streams_cuda
+tests_gpu_test_pack_cuda_SOURCES = tests/gpu/test_pack_cuda.c tests/gpu/gpu_views.c \
+	tests/gpu/gpu_views.h
+tests_gpu_test_pack_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_gpu_test_pack_cuda_LDADD = $(GPU_TEST_LIBS) $(CUDA_LIBS)
+tests_gpu_test_streams_cuda_SOURCES = tests/gpu/test_streams_cuda.c
+tests_gpu_test_streams_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_gpu_test_streams_cuda_LDADD = $(GPU_TEST_LIBS) $(CUDA_LIBS)
+endif
+
+# perf/gpu_check: the kernels on realistic shapes, bit-exact and timed; run
+# with the tests above by perf/gpu_check.sh on a machine with a GPU.
+dist_noinst_SCRIPTS += perf/gpu_check.sh
+if NSP_CUDA
+noinst_PROGRAMS += perf/gpu_check
+perf_gpu_check_SOURCES = perf/gpu_check.c
+perf_gpu_check_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+perf_gpu_check_LDADD = libnspcomm.la libnspcomm_planner.la $(CUDA_LIBS)
+endif
