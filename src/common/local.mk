@@ -4,3 +4,7 @@ libnspcomm_planner_la_SOURCES += \
 	src/common/log.c
 noinst_HEADERS += \
 	src/common/log.h
+
+# A small JSON reader/writer (model/cluster files, plans, simulator output).
+libnspcomm_planner_la_SOURCES += src/common/json.c
+noinst_HEADERS += src/common/json.h
