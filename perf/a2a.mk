@@ -1,1 +1,13 @@
-# perf/nsp_a2a_perf: nested all-to-all microbenchmark
+# perf/nsp_a2a_perf: nested all-to-all microbenchmark (nccl-tests style), with
+# MPI_Alltoallv side by side when Open MPI is found (NSP_MPI).
+if NSP_COMM
+noinst_PROGRAMS += perf/nsp_a2a_perf
+perf_nsp_a2a_perf_SOURCES = perf/nsp_a2a_perf.c
+perf_nsp_a2a_perf_CPPFLAGS = $(AM_CPPFLAGS) -DNSP_DATADIR='"$(abs_top_srcdir)/data"'
+perf_nsp_a2a_perf_LDADD = libnspcomm.la libnspcomm_planner.la -lm
+if NSP_MPI
+perf_nsp_a2a_perf_CPPFLAGS += $(MPI_CFLAGS)
+perf_nsp_a2a_perf_LDADD += $(MPI_LIBS)
+endif
+endif
+dist_noinst_SCRIPTS += perf/a2a_compare.sh

@@ -1,1 +1,42 @@
-# src/attn_sp (see DESIGN.md §3)
+# src/attn_sp (see DESIGN.md §3): layouts, host pack/unpack and the nested
+# variable-length all-to-all. The attention files are in attention.mk.
+if NSP_COMM
+libnspcomm_la_SOURCES += \
+	src/attn_sp/layout.c \
+	src/attn_sp/pack.c \
+	src/attn_sp/nested_a2a.c
+noinst_HEADERS += \
+	src/attn_sp/layout.h \
+	src/attn_sp/pack.h \
+	src/attn_sp/nested_a2a.h
+
+# Tests of the nested all-to-all (tests/a2a/): pure ones in one process.
+check_LTLIBRARIES += tests/a2a/liba2aref.la
+tests_a2a_liba2aref_la_SOURCES = tests/a2a/a2a_ref.c tests/a2a/a2a_ref.h
+tests_a2a_liba2aref_la_CFLAGS = $(AM_CFLAGS)
+
+A2A_TEST_LIBS = tests/a2a/liba2aref.la tests/libnsptest.la libnspcomm.la libnspcomm_planner.la -lm
+
+check_PROGRAMS += tests/a2a/test_layout tests/a2a/test_pack tests/a2a/test_levels
+TESTS += tests/a2a/test_layout tests/a2a/test_pack tests/a2a/test_levels
+tests_a2a_test_layout_SOURCES = tests/a2a/test_layout.c
+tests_a2a_test_layout_LDADD = $(A2A_TEST_LIBS)
+tests_a2a_test_pack_SOURCES = tests/a2a/test_pack.c
+tests_a2a_test_pack_LDADD = $(A2A_TEST_LIBS)
+tests_a2a_test_levels_SOURCES = tests/a2a/test_levels.c
+tests_a2a_test_levels_LDADD = $(A2A_TEST_LIBS)
+endif
+
+# Multi-rank tests: real processes over UCX on loopback (tests/mp.h).
+if NSP_COMM
+check_PROGRAMS += tests/a2a/test_a2a_mp
+TESTS += tests/a2a/test_a2a_mp
+tests_a2a_test_a2a_mp_SOURCES = tests/a2a/test_a2a_mp.c
+tests_a2a_test_a2a_mp_LDADD = $(A2A_TEST_LIBS)
+endif
+
+# perf/nsp_a2a_perf end to end on 4 forked ranks (small sizes).
+if NSP_COMM
+TESTS += tests/a2a/test_a2a_perf.sh
+dist_noinst_SCRIPTS += tests/a2a/test_a2a_perf.sh
+endif

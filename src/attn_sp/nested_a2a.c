@@ -1,0 +1,889 @@
+/*
+ * The nested variable-length all-to-all on the host (DESIGN §6): per-level
+ * step queues (src/streams), host pack/unpack (pack.c), and one transport
+ * exchange per level of degree > 1. See nested_a2a.h for the steps.
+ */
+#include "config.h"
+
+#include "attn_sp/nested_a2a.h"
+#include "attn_sp/layout.h"
+#include "attn_sp/pack.h"
+#include "common/log.h"
+#include "nested_groups/tree.h"
+#include "streams/levels.h"
+#include "transport/comm.h"
+#include "transport/request.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef NSP_HAVE_CUDA
+#include "attn_sp/nested_a2a_cuda.h" /* device memory: the CUDA path */
+#endif
+
+/* ---- scratch buffers kept between posts ---------------------------------- */
+
+/* Pack and receive space is large and touched once per post; keeping it
+ * avoids page faults on every call. A few buffers, best fit. */
+#define A2A_POOL_MAX 8
+
+static struct {
+    void  *ptr;
+    size_t cap;
+} a2a_pool[A2A_POOL_MAX];
+static int a2a_pool_n;
+static int a2a_ops_live; /* operations not yet freed */
+
+static void *scratch_get(size_t size, size_t *cap)
+{
+    int best = -1;
+
+    size = size > 0 ? size : 1;
+    for (int k = 0; k < a2a_pool_n; ++k) {
+        if (a2a_pool[k].cap >= size && (best < 0 || a2a_pool[k].cap < a2a_pool[best].cap)) {
+            best = k;
+        }
+    }
+    if (best >= 0) {
+        void *p = a2a_pool[best].ptr;
+        *cap    = a2a_pool[best].cap;
+        a2a_pool[best] = a2a_pool[--a2a_pool_n];
+        return p;
+    }
+    *cap = size;
+    return malloc(size);
+}
+
+static void scratch_put(void *ptr, size_t cap)
+{
+    int smallest = 0;
+
+    if (ptr == NULL) {
+        return;
+    }
+    if (a2a_pool_n < A2A_POOL_MAX) {
+        a2a_pool[a2a_pool_n].ptr   = ptr;
+        a2a_pool[a2a_pool_n++].cap = cap;
+        return;
+    }
+    for (int k = 1; k < a2a_pool_n; ++k) {
+        if (a2a_pool[k].cap < a2a_pool[smallest].cap) {
+            smallest = k;
+        }
+    }
+    if (a2a_pool[smallest].cap < cap) { /* keep the larger buffers */
+        free(a2a_pool[smallest].ptr);
+        a2a_pool[smallest].ptr = ptr;
+        a2a_pool[smallest].cap = cap;
+    } else {
+        free(ptr);
+    }
+}
+
+nsp_status_t nsp_a2a_release_cache(void)
+{
+    if (a2a_ops_live > 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_release_cache: %d nested all-to-alls "
+                         "are still in flight; free their requests first", a2a_ops_live);
+    }
+    for (int k = 0; k < a2a_pool_n; ++k) {
+        free(a2a_pool[k].ptr);
+    }
+    a2a_pool_n = 0;
+#ifdef NSP_HAVE_CUDA
+    return nsp_a2a_cuda_release_cache();
+#else
+    return NSP_OK;
+#endif
+}
+
+/* ---- pure helpers -------------------------------------------------------- */
+
+uint32_t nsp_a2a_tag(uint32_t post_seq, int degree)
+{
+    return NSP_TP_TAG(NSP_TP_TAG_CLASS_A2A, ((post_seq & 0xfffu) << 12) | ((uint32_t)degree & 0xfffu));
+}
+
+size_t nsp_a2a_direct_min(void)
+{
+    static size_t cached;
+    const char   *env;
+
+    if (cached == 0) {
+        env    = getenv("NSPCOMM_A2A_DIRECT_MIN");
+        cached = NSP_PACK_DIRECT_MIN_BYTES;
+        if (env != NULL && *env != '\0') {
+            char              *end;
+            unsigned long long v = strtoull(env, &end, 10);
+            if (*end == '\0' && v > 0) {
+                cached = (size_t)v;
+            } else {
+                NSP_WARN("NSPCOMM_A2A_DIRECT_MIN=%s is not a positive byte count; using %zu",
+                         env, cached);
+            }
+        }
+    }
+    return cached;
+}
+
+uint32_t nsp_a2a_part_tag(uint32_t post_seq, int degree_id, int part)
+{
+    return NSP_TP_TAG(NSP_TP_TAG_CLASS_A2A, ((post_seq & 0x7ffu) << 13) |
+                                                (((uint32_t)degree_id & 0x1fu) << 8) |
+                                                ((uint32_t)part & 0xffu));
+}
+
+uint64_t nsp_a2a_check_hash(uint64_t plan_hash, nsp_a2a_dir_t dir, int heads, int head_dim,
+                            size_t elem_size, nsp_a2a_replicas_t replicas)
+{
+    int64_t v[6] = {(int64_t)dir, heads, head_dim, (int64_t)elem_size, (int64_t)replicas,
+                    (int64_t)nsp_a2a_direct_min()};
+
+    return nsp_fnv1a(plan_hash, v, sizeof(v));
+}
+
+nsp_status_t nsp_a2a_compare_hashes(const uint64_t *hashes, int nranks, const char *what)
+{
+    char list[160] = "";
+    int  ndiff = 0, len = 0, first = -1;
+
+    for (int r = 1; r < nranks; ++r) {
+        if (hashes[r] == hashes[0]) {
+            continue;
+        }
+        if (first < 0) {
+            first = r;
+        }
+        if (ndiff < 8) {
+            len += snprintf(list + len, sizeof(list) - (size_t)len, "%s%d", ndiff ? "," : "", r);
+        }
+        ++ndiff;
+    }
+    if (ndiff == 0) {
+        return NSP_OK;
+    }
+    return nsp_error(NSP_ERR_MISMATCH, "%s: %d rank(s) (%s%s) differ from rank 0 (hash "
+                     "%016llx on rank %d vs %016llx on rank 0); every rank must build its "
+                     "layout from the same plan and round and pass the same direction, heads, "
+                     "head_dim, elem_size and replicas", what, ndiff, list,
+                     ndiff > 8 ? ",..." : "", (unsigned long long)hashes[first], first,
+                     (unsigned long long)hashes[0]);
+}
+
+/* ---- the operation ------------------------------------------------------- */
+
+typedef struct a2a_op a2a_op_t;
+
+/*
+ * One exchange of a level. A level's sequences move in parts: the small ones
+ * batched in one part (packed, and unpacked on arrival), and each large one
+ * in a part of its own that lands in place in the head-sharded block (s2h)
+ * or leaves from it (h2s), saving a copy (nsp_pack_seq_direct()).
+ */
+typedef struct a2a_part {
+    unsigned char *sel;                 /* [nseqs] its sequences; NULL: all of them */
+    int            seq;                 /* the one sequence of a direct part, else -1 */
+    size_t        *sb, *sd, *rb, *rd;   /* [d] bytes and displacements */
+    size_t         send_off, recv_off;  /* where its blocks start in the level's scratch */
+    const void    *send;                /* what the transport reads */
+    void          *recv;                /* what the transport writes */
+} a2a_part_t;
+
+/* Most direct parts per level (the tag has 8 bits for the part). */
+#define A2A_MAX_DIRECT 128
+
+typedef struct a2a_level {
+    nsp_request_t       req;          /* FIRST: the public request of this level */
+    a2a_op_t           *op;
+    int                 level;
+    int                 freed;        /* the caller freed req */
+    int                 open;         /* gated posts: the caller let this level start */
+    int                 tag_degree;   /* the level's group degree: its tag (lv may hold the
+                                         Ulysses subgroup of a ring level instead) */
+    nsp_layout_level_t  lv;
+    nsp_level_view_t    view;
+    nsp_layout_heads_t  hs;
+    nsp_tp_comm_t      *tp;           /* the group's communicator, or the world */
+    int                 pairwise;     /* 1: pairwise sendrecv over the world */
+    int                 degree_id;    /* tells levels apart in tags */
+    int                 self_first;   /* h2s: copy my own block before the peers' */
+    int                 nparts;
+    a2a_part_t         *parts;        /* [nparts] */
+    size_t             *counts;       /* [nparts][4][d], the parts' arrays */
+    unsigned char      *sels;         /* [nparts][nseqs], the parts' selections */
+    size_t              send_total, recv_total; /* scratch bytes needed */
+    const char         *src;          /* s2h: chunks; h2s: block */
+    char               *dst;          /* s2h: block;  h2s: chunks */
+    void               *send_scratch, *recv_scratch;
+    size_t              send_cap, recv_cap;
+    nsp_request_t     **tp_reqs;      /* [ntp] transport requests in flight */
+    uint64_t           *tp_seen;      /* [ntp] their progress counters seen */
+    int                 ntp;
+} a2a_level_t;
+
+struct a2a_op {
+    nsp_levels_t       *queues;
+    nsp_tp_comm_t      *world;
+    int                 nlevels;
+    int                 live;           /* level requests not yet freed */
+    int                 first_pass_done;
+    int                 gated;          /* levels wait for nsp_a2a_level_open() */
+    int                 idle;           /* the last poll moved nothing */
+    uint64_t            progress;       /* parts completed so far, all levels */
+    nsp_a2a_dir_t       dir;
+    int                 heads;
+    size_t              row_bytes;      /* D * elem_size */
+    nsp_a2a_replicas_t  replicas;
+    uint32_t            post_seq;
+    size_t              direct_min;     /* nsp_a2a_direct_min() at post */
+    const char         *src;
+    char               *dst;
+    a2a_level_t        *levels;         /* [nlevels] */
+};
+
+static uint32_t a2a_post_count; /* every rank counts its posts alike */
+
+static void level_release_scratch(a2a_level_t *L)
+{
+    scratch_put(L->send_scratch, L->send_cap);
+    scratch_put(L->recv_scratch, L->recv_cap);
+    L->send_scratch = NULL;
+    L->recv_scratch = NULL;
+}
+
+static void op_destroy(a2a_op_t *op)
+{
+    for (int l = 0; l < op->nlevels; ++l) {
+        a2a_level_t *L = &op->levels[l];
+        for (int k = 0; k < L->ntp; ++k) {
+            nsp_request_free(L->tp_reqs[k]); /* abandons what is still in flight */
+        }
+        free(L->tp_reqs);
+        free(L->tp_seen);
+        free(L->parts);
+        free(L->counts);
+        free(L->sels);
+        level_release_scratch(L);
+    }
+    nsp_levels_free(op->queues);
+    free(op->levels);
+    free(op);
+    --a2a_ops_live;
+}
+
+/* Gated posts: the level's first step waits until the caller opens it. */
+static nsp_status_t step_gate(void *arg)
+{
+    return ((a2a_level_t *)arg)->open ? NSP_OK : NSP_INPROGRESS;
+}
+
+/* Level 0: a local copy of [T_0, H, D]; it waits for the first pass so the
+ * exchanges of the other levels are posted before it. */
+static nsp_status_t step_copy_level0(void *arg)
+{
+    a2a_level_t *L  = arg;
+    a2a_op_t    *op = L->op;
+    size_t       bytes = (size_t)L->lv.local_tokens * (size_t)op->heads * op->row_bytes;
+
+    if (!op->first_pass_done) {
+        return NSP_INPROGRESS;
+    }
+    if (bytes > 0) {
+        memcpy(op->dst, op->src, bytes); /* level 0 sits at offset 0 in both buffers */
+    }
+    return NSP_OK;
+}
+
+static size_t sum_sizes(const size_t *v, int n)
+{
+    size_t s = 0;
+
+    for (int k = 0; k < n; ++k) {
+        s += v[k];
+    }
+    return s;
+}
+
+/* Post part `k` of level L: one alltoallv on the group's communicator, or
+ * pairwise exchanges over the world (step i sends to index me+i and receives
+ * from me-i, so every pair meets once). */
+static nsp_status_t part_post(a2a_level_t *L, int k)
+{
+    a2a_part_t *P   = &L->parts[k];
+    int         d   = L->lv.degree, me = L->lv.index;
+    uint32_t    tag = nsp_a2a_part_tag(L->op->post_seq, L->degree_id, k);
+
+    if (!L->pairwise) {
+        nsp_tp_alltoallv_t args = {.sendbuf = P->send, .sendcounts = P->sb, .sdispls = P->sd,
+                                   .recvbuf = P->recv, .recvcounts = P->rb, .rdispls = P->rd};
+        NSP_CHECK(L->tp->ops->alltoallv_post(L->tp, &args, tag, NULL, &L->tp_reqs[L->ntp]));
+        L->tp_seen[L->ntp] = L->tp_reqs[L->ntp]->progress;
+        ++L->ntp;
+        return NSP_OK;
+    }
+    for (int i = 1; i < d; ++i) {
+        int to = (me + i) % d, from = (me - i + d) % d;
+        NSP_CHECK(L->tp->ops->sendrecv_post(
+            L->tp, (const char *)P->send + P->sd[to], P->sb[to], L->lv.rank0 + to,
+            (char *)P->recv + P->rd[from], P->rb[from], L->lv.rank0 + from, tag, NULL,
+            &L->tp_reqs[L->ntp]));
+        L->tp_seen[L->ntp] = L->tp_reqs[L->ntp]->progress;
+        ++L->ntp;
+    }
+    return NSP_OK;
+}
+
+/* Level l > 0, first step: for every part, pack (unless it leaves in place)
+ * and post; then copy my own block. */
+static nsp_status_t step_start(void *arg)
+{
+    a2a_level_t *L  = arg;
+    a2a_op_t    *op = L->op;
+    int          s2h = op->dir == NSP_A2A_SEQ_TO_HEAD, idle;
+
+    L->send_scratch = scratch_get(L->send_total, &L->send_cap);
+    L->recv_scratch = scratch_get(L->recv_total, &L->recv_cap);
+    if (L->send_scratch == NULL || L->recv_scratch == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate %zu + %zu "
+                         "bytes of pack space for level %d (degree %d)", L->send_total,
+                         L->recv_total, L->level, L->lv.degree);
+    }
+    for (int k = 0; k < L->nparts; ++k) {
+        a2a_part_t *P = &L->parts[k];
+        int         direct = P->seq >= 0;
+        char       *send = (char *)L->send_scratch + P->send_off;
+        if (s2h) {
+            /* in place: the blocks land where the sequence sits in the block */
+            P->recv = direct ? L->dst : (char *)L->recv_scratch + P->recv_off;
+            P->send = send;
+            NSP_CHECK(nsp_pack_s2h_sel(&L->view, P->sel, op->heads, op->row_bytes, L->src,
+                                       send, P->sb, P->sd));
+        } else {
+            /* in place: the blocks leave from where the sequence sits in the block */
+            P->send = direct ? (const void *)L->src : (const void *)send;
+            P->recv = (char *)L->recv_scratch + P->recv_off;
+            if (!direct) {
+                NSP_CHECK(nsp_pack_h2s_sel(&L->view, P->sel, op->heads, op->row_bytes, L->src,
+                                           send, P->sb, P->sd));
+            }
+        }
+        NSP_CHECK(part_post(L, k));
+    }
+    NSP_CHECK(L->tp->ops->progress(L->tp, &idle));
+    NSP_TRACE("a2a post %u level %d: %d part(s) packed and posted at %.6f", op->post_seq,
+              L->level, L->nparts, nsp_now_s());
+    if (s2h || L->self_first) {
+        return nsp_pack_copy_self(&L->view, op->dir, op->heads, op->row_bytes, op->replicas,
+                                  L->src, L->dst);
+    }
+    return NSP_OK;
+}
+
+/* Level l > 0, second step: wait for the transport. */
+static nsp_status_t step_exchange(void *arg)
+{
+    a2a_level_t *L    = arg;
+    int          left = 0;
+
+    for (int k = 0; k < L->ntp; ++k) {
+        nsp_status_t st;
+        if (L->tp_reqs[k] == NULL) {
+            continue;
+        }
+        st = nsp_request_test(L->tp_reqs[k]);
+        L->op->progress += L->tp_reqs[k]->progress - L->tp_seen[k];
+        L->tp_seen[k]    = L->tp_reqs[k]->progress;
+        if (st == NSP_INPROGRESS) {
+            L->op->idle &= L->tp_reqs[k]->idle;
+            ++left;
+            continue;
+        }
+        if (st < 0) {
+            return st; /* decided (and logged) by the transport or its request */
+        }
+        nsp_request_free(L->tp_reqs[k]);
+        L->tp_reqs[k] = NULL;
+        L->op->progress++;
+    }
+    if (left == 0) {
+        NSP_TRACE("a2a post %u level %d: exchanged at %.6f", L->op->post_seq, L->level,
+                  nsp_now_s());
+    }
+    return left > 0 ? NSP_INPROGRESS : NSP_OK;
+}
+
+/* Level l > 0, last step: unpack what did not land in place, release the
+ * scratch space. */
+static nsp_status_t step_finish(void *arg)
+{
+    a2a_level_t *L  = arg;
+    a2a_op_t    *op = L->op;
+    nsp_status_t status = NSP_OK;
+
+    for (int k = 0; k < L->nparts && status == NSP_OK; ++k) {
+        a2a_part_t *P = &L->parts[k];
+        if (op->dir == NSP_A2A_SEQ_TO_HEAD) {
+            if (P->seq < 0) {
+                status = nsp_unpack_s2h_sel(&L->view, P->sel, op->heads, op->row_bytes,
+                                            P->recv, P->rb, P->rd, L->dst);
+            }
+        } else {
+            status = nsp_unpack_h2s_sel(&L->view, P->sel, op->heads, op->row_bytes,
+                                        op->replicas, P->recv, P->rb, P->rd, L->dst);
+        }
+    }
+    if (status == NSP_OK && op->dir == NSP_A2A_HEAD_TO_SEQ && !L->self_first) {
+        status = nsp_pack_copy_self(&L->view, op->dir, op->heads, op->row_bytes, op->replicas,
+                                    L->src, L->dst);
+    }
+    level_release_scratch(L);
+    NSP_TRACE("a2a post %u level %d: unpacked at %.6f", op->post_seq, L->level, nsp_now_s());
+    return status;
+}
+
+/* ---- the public request of a level ---------------------------------------- */
+
+static nsp_status_t level_req_test(nsp_request_t *req)
+{
+    a2a_level_t *L  = (a2a_level_t *)req;
+    a2a_op_t    *op = L->op;
+    int          advanced = 0;
+    nsp_status_t status;
+
+    op->idle = 1;
+    NSP_CHECK(nsp_levels_progress(op->queues, &advanced));
+    op->progress += (uint64_t)advanced;
+    req->progress = op->progress; /* any level's progress counts for every level */
+    req->idle = op->idle && advanced == 0;
+    status    = nsp_levels_status(op->queues, L->level);
+    return status;
+}
+
+static void level_req_describe(const nsp_request_t *req, char *buf, size_t len)
+{
+    const a2a_level_t *L = (const a2a_level_t *)req;
+
+    snprintf(buf, len, "level %d (degree %d, group of ranks %d..%d) at step '%s'", L->level,
+             L->lv.degree, L->lv.rank0, L->lv.rank0 + L->lv.degree - 1,
+             nsp_levels_pending_step(L->op->queues, L->level));
+}
+
+static void level_req_free(nsp_request_t *req)
+{
+    a2a_level_t *L  = (a2a_level_t *)req;
+    a2a_op_t    *op = L->op;
+
+    if (L->freed) {
+        return;
+    }
+    L->freed = 1;
+    if (--op->live == 0) {
+        op_destroy(op);
+    }
+}
+
+static const nsp_request_ops_t a2a_level_req_ops = {
+    .name             = "nested all-to-all",
+    .test             = level_req_test,
+    .describe_pending = level_req_describe,
+    .free             = level_req_free,
+};
+
+/* ---- post ---------------------------------------------------------------- */
+
+static nsp_status_t check_params(const nsp_layout_t *layout, const nsp_a2a_params_t *p,
+                                 const nsp_layout_info_t *info, int64_t head_rows)
+{
+    size_t es = p->elem_size;
+
+    if (es != 1 && es != 2 && es != 4 && es != 8) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: elem_size %zu is not 1, 2, "
+                         "4 or 8 bytes", es);
+    }
+    if (p->heads < 1 || p->head_dim < 1 ||
+        (p->direction != NSP_A2A_SEQ_TO_HEAD && p->direction != NSP_A2A_HEAD_TO_SEQ)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: heads %d, head_dim %d or "
+                         "direction %d invalid", p->heads, p->head_dim, (int)p->direction);
+    }
+    if ((p->field_mask & NSP_A2A_FIELD_STREAM) && p->stream != NULL) {
+        return nsp_error(NSP_ERR_UNSUPPORTED, "nested all-to-all: a CUDA stream was given but "
+                         "this is the host path (UCX, host memory); pass stream = NULL");
+    }
+    if ((p->field_mask & NSP_A2A_FIELD_REPLICAS) && p->replicas == NSP_A2A_REPLICAS_SUM_F32 &&
+        es != 4) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: REPLICAS_SUM_F32 needs "
+                         "float32 elements, elem_size is %zu", es);
+    }
+    if ((info->local_tokens > 0 && (p->src == NULL || p->dst == NULL)) ||
+        (head_rows > 0 && (p->src == NULL || p->dst == NULL))) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: NULL src or dst for %lld "
+                         "tokens", (long long)info->local_tokens);
+    }
+    (void)layout; /* ring levels exchange inside their Ulysses subgroups (level_setup) */
+    return NSP_OK;
+}
+
+/* Which communicator carries level L: the tree's group of that degree when
+ * it is the same group, else pairwise over the world. */
+static nsp_status_t level_choose_comm(nsp_tree_t *tree, a2a_level_t *L, nsp_tp_comm_t *world)
+{
+    int nl = 0;
+
+    NSP_CHECK(nsp_tree_nlevels(tree, &nl));
+    for (int t = 0; t < nl; ++t) {
+        int degree = 0, rank0 = -1;
+        NSP_CHECK(nsp_tree_degree(tree, t, &degree));
+        if (degree != L->lv.degree) {
+            continue;
+        }
+        NSP_CHECK(nsp_tree_group(tree, t, &rank0, NULL));
+        if (rank0 == L->lv.rank0) {
+            L->pairwise = 0;
+            return nsp_tree_level_tp(tree, t, &L->tp);
+        }
+    }
+    NSP_DEBUG("nested all-to-all: degree %d group at rank %d is not a tree group; pairwise "
+              "exchange over the world", L->lv.degree, L->lv.rank0);
+    L->pairwise = 1;
+    L->tp       = world;
+    return NSP_OK;
+}
+
+static int level_direct_parts(const a2a_level_t *L)
+{
+    int n = 0;
+
+    for (int k = 0; k < L->nparts; ++k) {
+        n += L->parts[k].seq >= 0;
+    }
+    return n;
+}
+
+/* Bytes the level sends (recv = 0) or receives (recv = 1) over all parts. */
+static size_t level_bytes(const a2a_level_t *L, int recv)
+{
+    size_t n = 0;
+
+    for (int k = 0; k < L->nparts; ++k) {
+        n += sum_sizes(recv ? L->parts[k].rb : L->parts[k].sb, L->lv.degree);
+    }
+    return n;
+}
+
+/*
+ * Split level L into parts: with one sequence (or none), one direct part;
+ * otherwise one batched part for the small sequences (if any) and one direct
+ * part per large sequence (nsp_pack_seq_direct: every rank of the group
+ * decides alike). Fills counts, in-place displacements and scratch offsets.
+ */
+static nsp_status_t level_make_parts(a2a_level_t *L)
+{
+    a2a_op_t      *op = L->op;
+    int            d = L->lv.degree, n = L->view.nseqs, ndirect = 0, nsmall = 0, k = 0;
+    int            s2h = op->dir == NSP_A2A_SEQ_TO_HEAD;
+    unsigned char *direct = calloc((size_t)n + 1, 1);
+    nsp_status_t   status_out;
+
+    if (direct == NULL) {
+        goto err_no_memory;
+    }
+    for (int j = 0; j < n; ++j) {
+        direct[j] = ndirect < A2A_MAX_DIRECT &&
+                    nsp_pack_seq_direct(&L->view, j, op->heads, op->row_bytes, op->direct_min);
+        ndirect += direct[j];
+    }
+    nsmall    = n - ndirect;
+    L->nparts = n <= 1 ? 1 : ndirect + (nsmall > 0);
+    L->parts  = calloc((size_t)L->nparts, sizeof(*L->parts));
+    L->counts = calloc(4 * (size_t)d * (size_t)L->nparts, sizeof(size_t));
+    L->sels   = calloc((size_t)L->nparts * ((size_t)n + 1), 1);
+    L->tp_reqs = calloc((size_t)L->nparts * (size_t)(d > 1 ? d - 1 : 1),
+                        sizeof(*L->tp_reqs));
+    L->tp_seen = calloc((size_t)L->nparts * (size_t)(d > 1 ? d - 1 : 1),
+                        sizeof(*L->tp_seen));
+    if (L->parts == NULL || L->counts == NULL || L->sels == NULL || L->tp_reqs == NULL ||
+        L->tp_seen == NULL) {
+        goto err_free_direct;
+    }
+    for (int p = 0; p < L->nparts; ++p) {
+        a2a_part_t *P = &L->parts[p];
+        P->sb  = L->counts + (size_t)p * 4 * (size_t)d;
+        P->sd  = P->sb + d;
+        P->rb  = P->sd + d;
+        P->rd  = P->rb + d;
+        P->sel = L->sels + (size_t)p * ((size_t)n + 1);
+        P->seq = -1;
+    }
+    if (n <= 1) {                       /* the whole level in place */
+        L->parts[0].sel = NULL;
+        L->parts[0].seq = n == 1 ? 0 : -1;
+    } else {
+        if (nsmall > 0) {               /* part 0: the small sequences, batched */
+            for (int j = 0; j < n; ++j) {
+                L->parts[0].sel[j] = !direct[j];
+            }
+            k = 1;
+        }
+        for (int j = 0; j < n; ++j) {   /* then each large sequence alone */
+            if (direct[j]) {
+                L->parts[k].sel[j] = 1;
+                L->parts[k++].seq  = j;
+            }
+        }
+    }
+    for (int p = 0; p < L->nparts; ++p) {
+        a2a_part_t *P = &L->parts[p];
+        NSP_CHECK_GOTO(nsp_pack_counts_sel(&L->view, P->sel, op->dir, op->heads, op->row_bytes,
+                                           op->replicas, NSP_PACK_SKIP_SELF, P->sb, P->sd,
+                                           P->rb, P->rd), status_out, err_free_direct_st);
+        if (P->seq >= 0) {              /* in place: where the sequence sits */
+            NSP_CHECK_GOTO(nsp_pack_seq_displs(&L->view, P->seq, op->heads, op->row_bytes,
+                                               s2h ? P->rd : P->sd), status_out,
+                           err_free_direct_st);
+        }
+        /* scratch: what is packed (s2h: every part; h2s: batched parts) and
+         * what is received outside the block (s2h: batched; h2s: every part) */
+        if (s2h || P->seq < 0) {
+            P->send_off = L->send_total;
+            L->send_total += sum_sizes(P->sb, d);
+        }
+        if (!s2h || P->seq < 0) {
+            P->recv_off = L->recv_total;
+            L->recv_total += sum_sizes(P->rb, d);
+        }
+    }
+    free(direct);
+    return NSP_OK;
+
+err_free_direct:
+    free(direct);
+err_no_memory:
+    return nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate the parts of "
+                     "level %d (%d sequences)", L->level, n);
+err_free_direct_st:
+    free(direct);
+    return status_out;
+}
+
+static nsp_status_t level_setup(nsp_tree_t *tree, const nsp_layout_t *layout, a2a_op_t *op,
+                                int l)
+{
+    a2a_level_t *L = &op->levels[l];
+    int          d;
+
+    L->op    = op;
+    L->level = l;
+    nsp_request_init(&L->req, &a2a_level_req_ops, op->world->timeout_s);
+    NSP_CHECK(nsp_layout_level(layout, l, &L->lv));
+    L->tag_degree = L->lv.degree;
+    nsp_layout_level_as_exchange(&L->lv); /* a ring level: its Ulysses subgroup */
+    NSP_CHECK(nsp_layout_level_view(layout, l, &L->view));
+    NSP_CHECK(nsp_layout_heads(layout, l, op->heads, &L->hs));
+    d = L->lv.degree;
+    if (op->dir == NSP_A2A_SEQ_TO_HEAD) {
+        L->src = op->src + (size_t)L->lv.local_offset * (size_t)op->heads * op->row_bytes;
+        L->dst = op->dst + (size_t)L->hs.row_offset * op->row_bytes;
+    } else {
+        L->src = op->src + (size_t)L->hs.row_offset * op->row_bytes;
+        L->dst = op->dst + (size_t)L->lv.local_offset * (size_t)op->heads * op->row_bytes;
+    }
+    if (op->gated) {
+        NSP_CHECK(nsp_levels_push(op->queues, l, step_gate, L, "wait to be opened"));
+    }
+    if (l == 0) {
+        return nsp_levels_push(op->queues, 0, step_copy_level0, L, "copy level 0");
+    }
+    NSP_CHECK(level_choose_comm(tree, L, op->world));
+    NSP_CHECK(nsp_layout_degree_id(layout, l, &L->degree_id));
+    NSP_CHECK(nsp_pack_self_is_first(&L->view, op->heads, &L->self_first));
+    NSP_CHECK(level_make_parts(L));
+    NSP_INFO("nested all-to-all %s: level %d degree %d (group %d..%d, %s), %d seqs in %d "
+             "part(s) (%d in place), sends %zu B, receives %zu B",
+             op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d, L->lv.rank0,
+             L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world" : "tree group",
+             L->lv.nseqs, L->nparts, level_direct_parts(L), level_bytes(L, 0),
+             level_bytes(L, 1));
+    NSP_CHECK(nsp_levels_push(op->queues, l, step_start, L, "pack and post"));
+    NSP_CHECK(nsp_levels_push(op->queues, l, step_exchange, L, "exchange"));
+    return nsp_levels_push(op->queues, l, step_finish, L, "unpack");
+}
+
+static nsp_status_t a2a_world(nsp_tree_t *tree, const nsp_layout_info_t *info,
+                              nsp_comm_t **world_p)
+{
+    nsp_comm_t *world;
+    int         rank, size;
+
+    NSP_CHECK(nsp_tree_world(tree, &world));
+    NSP_CHECK(nsp_comm_rank(world, &rank));
+    NSP_CHECK(nsp_comm_size(world, &size));
+    if (info->rank != rank || info->ranks != size) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: the layout is for rank %d "
+                         "of %d, but this is rank %d of a world of %d", info->rank,
+                         info->ranks, rank, size);
+    }
+    *world_p = world;
+    return NSP_OK;
+}
+
+static nsp_status_t allgather_check(nsp_comm_t *world, uint64_t hash, const char *what)
+{
+    int          size;
+    uint64_t    *all;
+    nsp_status_t status;
+
+    NSP_CHECK(nsp_comm_size(world, &size));
+    all = malloc(sizeof(uint64_t) * (size_t)size);
+    if (all == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "layout check: cannot allocate %d hashes", size);
+    }
+    NSP_CHECK_GOTO(nsp_comm_allgather(world, &hash, all, sizeof(hash)), status, out_free);
+    status = nsp_a2a_compare_hashes(all, size, what);
+out_free:
+    free(all);
+    return status;
+}
+
+nsp_status_t nsp_layout_check(nsp_tree_t *tree, const nsp_layout_t *layout)
+{
+    nsp_layout_info_t info;
+    nsp_comm_t       *world;
+
+    if (tree == NULL || layout == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_layout_check: NULL tree or layout");
+    }
+    NSP_CHECK(nsp_layout_query(layout, &info));
+    NSP_CHECK(a2a_world(tree, &info, &world));
+    return allgather_check(world, info.plan_hash, "layout check");
+}
+
+static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
+                             const nsp_a2a_params_t *params, int gated, nsp_request_t **reqs);
+
+nsp_status_t nsp_a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
+                          const nsp_a2a_params_t *params, nsp_request_t **reqs)
+{
+    return a2a_post(tree, layout, params, 0, reqs);
+}
+
+nsp_status_t nsp_a2a_post_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
+                                const nsp_a2a_params_t *params, nsp_request_t **reqs)
+{
+    return a2a_post(tree, layout, params, 1, reqs);
+}
+
+nsp_status_t nsp_a2a_level_open(nsp_request_t *req)
+{
+    a2a_level_t *L = (a2a_level_t *)req;
+
+    if (req == NULL || req->ops != &a2a_level_req_ops) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_level_open: not a level request of a "
+                         "host nested all-to-all");
+    }
+    if (L->open) {
+        return NSP_OK;
+    }
+    L->open = 1;
+    /* Start it now (pack and post), so the data moves before the next test. */
+    return nsp_levels_progress(L->op->queues, NULL);
+}
+
+static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
+                             const nsp_a2a_params_t *params, int gated, nsp_request_t **reqs)
+{
+    nsp_layout_info_t info;
+    nsp_comm_t       *world;
+    a2a_op_t         *op;
+    int64_t           head_rows = 0;
+    int               serial, check;
+    nsp_status_t      status;
+
+    if (tree == NULL || layout == NULL || params == NULL || reqs == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_post: NULL tree, layout, params or "
+                         "requests");
+    }
+#ifdef NSP_HAVE_CUDA
+    /* A world that moves device memory (nccl) takes the CUDA path. */
+    if (nsp_tree_world(tree, &world) == NSP_OK &&
+        nsp_comm_tp(world)->ops->mem_type == NSP_MEM_CUDA) {
+        if (gated) {
+            return nsp_error(NSP_ERR_UNSUPPORTED, "gated nested all-to-all: the CUDA path "
+                             "has no gated levels yet; use the UCX backend with host buffers");
+        }
+        return nsp_a2a_post_cuda(tree, layout, params, reqs);
+    }
+#endif
+    NSP_CHECK(nsp_layout_query(layout, &info));
+    NSP_CHECK(nsp_layout_head_rows(layout, params->heads, &head_rows));
+    NSP_CHECK(check_params(layout, params, &info, head_rows));
+    NSP_CHECK(a2a_world(tree, &info, &world));
+    if (nsp_comm_tp(world)->ops->mem_type != NSP_MEM_HOST) {
+        return nsp_error(NSP_ERR_UNSUPPORTED, "nested all-to-all: the '%s' backend moves "
+                         "device memory, and this build's nested all-to-all packs on the host "
+                         "only; use the UCX backend with host buffers",
+                         nsp_comm_tp(world)->ops->name);
+    }
+    serial = (params->field_mask & NSP_A2A_FIELD_SERIAL) ? params->serial : 0;
+    check  = (params->field_mask & NSP_A2A_FIELD_CHECK) ? params->check : 1;
+    if (check) {
+        nsp_a2a_replicas_t rep = (params->field_mask & NSP_A2A_FIELD_REPLICAS)
+                                     ? params->replicas : NSP_A2A_REPLICAS_FIRST;
+        NSP_CHECK(allgather_check(world,
+                                  nsp_a2a_check_hash(info.plan_hash, params->direction,
+                                                     params->heads, params->head_dim,
+                                                     params->elem_size, rep),
+                                  "nested all-to-all"));
+    }
+
+    op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate");
+    }
+    ++a2a_ops_live;
+    op->world     = nsp_comm_tp(world);
+    op->nlevels   = info.nlevels;
+    op->dir       = params->direction;
+    op->heads     = params->heads;
+    op->row_bytes = (size_t)params->head_dim * params->elem_size;
+    op->replicas  = (params->field_mask & NSP_A2A_FIELD_REPLICAS) ? params->replicas
+                                                                  : NSP_A2A_REPLICAS_FIRST;
+    op->post_seq  = a2a_post_count++;
+    op->direct_min = nsp_a2a_direct_min();
+    op->gated     = gated;
+    op->src       = params->src;
+    op->dst       = params->dst;
+    op->levels    = calloc((size_t)info.nlevels, sizeof(*op->levels));
+    if (op->levels == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate %d levels",
+                           info.nlevels);
+        goto err_destroy_op;
+    }
+    NSP_CHECK_GOTO(nsp_levels_create(info.nlevels, gated ? 4 : 3,
+                                     serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
+                                     &op->queues), status, err_destroy_op);
+    for (int l = 0; l < info.nlevels; ++l) {
+        NSP_CHECK_GOTO(level_setup(tree, layout, op, l), status, err_destroy_op);
+    }
+
+    /* First pass: every level packs and posts (ascending); level 0's copy
+     * waits for the second pass, so the exchanges are already under way. */
+    NSP_CHECK_GOTO(nsp_levels_progress(op->queues, NULL), status, err_destroy_op);
+    op->first_pass_done = 1;
+    NSP_CHECK_GOTO(nsp_levels_progress(op->queues, NULL), status, err_destroy_op);
+    for (int l = 0; l < info.nlevels; ++l) {
+        status = nsp_levels_status(op->queues, l);
+        if (status < 0) {
+            goto err_destroy_op;
+        }
+    }
+    op->live = info.nlevels;
+    for (int l = 0; l < info.nlevels; ++l) {
+        reqs[l] = &op->levels[l].req;
+    }
+    return NSP_OK;
+
+err_destroy_op:
+    op_destroy(op);
+    return status;
+}

@@ -1,0 +1,83 @@
+/*
+ * The nested variable-length all-to-all (public API in include/nspcomm.h
+ * section 7), internal helpers shared with the perf tool and the tests.
+ *
+ * One nsp_a2a_post() builds an operation with one level entry per level of
+ * the layout; each entry embeds the public nsp_request_t of its level and
+ * owns a queue of steps in the level queues of src/streams:
+ *
+ *   level 0:      [copy]                               (no traffic)
+ *   level l > 0:  [start] -> [exchange] -> [finish]
+ *     start     s2h: pack my chunks per peer, post the group's alltoallv,
+ *                    copy my own block directly;
+ *               h2s: pack (or send in place), post, copy my own block
+ *     exchange  test the transport request(s) until the data landed
+ *     finish    unpack (unless received in place); release scratch
+ *
+ * Testing any level's request polls every level (ascending), so all levels
+ * move; each completes on its own. The operation is freed when the caller
+ * has freed every level's request.
+ */
+#ifndef NSP_ATTN_SP_NESTED_A2A_H_
+#define NSP_ATTN_SP_NESTED_A2A_H_
+
+#include "nspcomm.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/**
+ * The tag the nested all-to-all uses for the level of degree `degree` of
+ * its post number `post_seq` (every rank counts its posts the same way).
+ */
+uint32_t nsp_a2a_tag(uint32_t post_seq, int degree);
+
+/**
+ * Chunk bytes per peer from which a sequence of a multi-sequence level moves
+ * in its own in-place part: $NSPCOMM_A2A_DIRECT_MIN (bytes, read once) or
+ * NSP_PACK_DIRECT_MIN_BYTES. Part of the agreement hash, so ranks that set it
+ * differently get NSP_ERR_MISMATCH.
+ */
+size_t nsp_a2a_direct_min(void);
+
+/**
+ * The tag of part `part` (0..255) of the level whose degree has id
+ * `degree_id` (nsp_layout_degree_id) in post number `post_seq`: distinct for
+ * every exchange that can be in flight on one communicator at once.
+ */
+uint32_t nsp_a2a_part_tag(uint32_t post_seq, int degree_id, int part);
+
+/**
+ * The value every rank allgathers at post: the round's plan hash mixed with
+ * the exchange parameters. Pure.
+ */
+uint64_t nsp_a2a_check_hash(uint64_t plan_hash, nsp_a2a_dir_t dir, int heads, int head_dim,
+                            size_t elem_size, nsp_a2a_replicas_t replicas);
+
+/**
+ * Compare the allgathered hashes[nranks]: NSP_OK when all equal, else
+ * NSP_ERR_MISMATCH with a message naming the ranks that differ from rank 0
+ * (`what` says what was compared). Pure.
+ */
+nsp_status_t nsp_a2a_compare_hashes(const uint64_t *hashes, int nranks, const char *what);
+
+/**
+ * As nsp_a2a_post() (host path), but every level, level 0 included, waits
+ * until the caller opens it with nsp_a2a_level_open(reqs[l]); a level never
+ * opened never completes (free it like an abandoned one). Lets a caller
+ * start the head-to-sequence of a level as soon as that level's data is
+ * computed, or run levels strictly one after another. Every rank posts the
+ * same gated exchanges in the same order as any other post. Errors: as
+ * nsp_a2a_post(); NSP_ERR_UNSUPPORTED on the CUDA path.
+ */
+nsp_status_t nsp_a2a_post_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
+                                const nsp_a2a_params_t *params, nsp_request_t **reqs);
+
+/**
+ * Open one level of a gated post (`req` is one of its level requests) and
+ * start it at once (pack and post). Opening twice is a no-op.
+ * Errors: NSP_ERR_INVALID_ARG (not a host nested all-to-all level request).
+ */
+nsp_status_t nsp_a2a_level_open(nsp_request_t *req);
+
+#endif /* NSP_ATTN_SP_NESTED_A2A_H_ */

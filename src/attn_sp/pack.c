@@ -1,0 +1,390 @@
+/*
+ * Host pack/unpack of one level of the nested all-to-all. Shapes and units
+ * are described in pack.h; every copy moves whole head rows (row_bytes =
+ * D * elem_size) with memcpy. The *_sel variants work on a subset of the
+ * level's sequences; the plain ones are the subset "all".
+ */
+#include "attn_sp/pack.h"
+#include "common/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int selected(const unsigned char *sel, int j)
+{
+    return sel == NULL || sel[j] != 0;
+}
+
+/* Tokens of index q's chunks of the selected sequences. */
+static int64_t level_chunk_tokens(const nsp_level_view_t *v, const unsigned char *sel, int q)
+{
+    int64_t total = 0, start, len;
+
+    for (int j = 0; j < v->nseqs; ++j) {
+        if (selected(sel, j)) {
+            nsp_chunk_of(v->seq_len[j], v->degree, q, &start, &len);
+            total += len;
+        }
+    }
+    return total;
+}
+
+/* Does index p send its heads back in h2s? Only the first replica does with
+ * REPLICAS_FIRST; every index does with SUM_F32 or without replication. */
+static int h2s_sends(int p, int replicas, nsp_a2a_replicas_t mode)
+{
+    return mode == NSP_A2A_REPLICAS_SUM_F32 || p % replicas == 0;
+}
+
+static void prefix_sums(const size_t *count, size_t *displ, int n)
+{
+    size_t acc = 0;
+
+    for (int p = 0; p < n; ++p) {
+        displ[p] = acc;
+        acc += count[p];
+    }
+}
+
+nsp_status_t nsp_pack_counts_sel(const nsp_level_view_t *v, const unsigned char *sel,
+                                 nsp_a2a_dir_t dir, int heads, size_t row_bytes,
+                                 nsp_a2a_replicas_t replicas, nsp_pack_self_t self,
+                                 size_t *send_bytes, size_t *send_displs, size_t *recv_bytes,
+                                 size_t *recv_displs)
+{
+    int     me = v->index, first, h_me, r_me;
+    int64_t mine = level_chunk_tokens(v, sel, me);
+
+    if (replicas == NSP_A2A_REPLICAS_SUM_F32 && row_bytes % sizeof(float) != 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "summing replicated heads needs float32 rows; "
+                         "a row of %zu bytes is not a whole number of floats", row_bytes);
+    }
+    NSP_CHECK(nsp_head_share(heads, v->degree, me, &first, &h_me, &r_me));
+    for (int p = 0; p < v->degree; ++p) {
+        int     fp, h_p, r_p;
+        int64_t theirs = level_chunk_tokens(v, sel, p);
+        NSP_CHECK(nsp_head_share(heads, v->degree, p, &fp, &h_p, &r_p));
+        if (dir == NSP_A2A_SEQ_TO_HEAD) {
+            send_bytes[p] = (size_t)mine * (size_t)h_p * row_bytes;
+            recv_bytes[p] = (size_t)theirs * (size_t)h_me * row_bytes;
+        } else {
+            send_bytes[p] = h2s_sends(me, r_me, replicas)
+                                ? (size_t)theirs * (size_t)h_me * row_bytes : 0;
+            recv_bytes[p] = h2s_sends(p, r_p, replicas)
+                                ? (size_t)mine * (size_t)h_p * row_bytes : 0;
+        }
+    }
+    if (self == NSP_PACK_SKIP_SELF) {
+        send_bytes[me] = 0;
+        recv_bytes[me] = 0;
+    }
+    prefix_sums(send_bytes, send_displs, v->degree);
+    prefix_sums(recv_bytes, recv_displs, v->degree);
+    return NSP_OK;
+}
+
+nsp_status_t nsp_pack_counts(const nsp_level_view_t *v, nsp_a2a_dir_t dir, int heads,
+                             size_t row_bytes, nsp_a2a_replicas_t replicas,
+                             nsp_pack_self_t self, size_t *send_bytes, size_t *send_displs,
+                             size_t *recv_bytes, size_t *recv_displs)
+{
+    return nsp_pack_counts_sel(v, NULL, dir, heads, row_bytes, replicas, self, send_bytes,
+                               send_displs, recv_bytes, recv_displs);
+}
+
+/* Copy `tokens` rows of h heads from a [.., H, D] buffer (starting at head
+ * `first`) into a dense [tokens, h, D] buffer, or back (to_dense = 0). */
+static void copy_strided(char *dense, char *strided, int64_t tokens, int heads, int first,
+                         int h, size_t row_bytes, int to_dense)
+{
+    size_t dense_stride   = (size_t)h * row_bytes;
+    size_t strided_stride = (size_t)heads * row_bytes;
+    char  *s              = strided + (size_t)first * row_bytes;
+
+    for (int64_t t = 0; t < tokens; ++t) {
+        if (to_dense) {
+            memcpy(dense + (size_t)t * dense_stride, s + (size_t)t * strided_stride,
+                   dense_stride);
+        } else {
+            memcpy(s + (size_t)t * strided_stride, dense + (size_t)t * dense_stride,
+                   dense_stride);
+        }
+    }
+}
+
+/* dst[k] += src[k] over `bytes` of float32 (regions may be unaligned). */
+static void add_f32(void *dst, const void *src, size_t bytes)
+{
+    float a[64], b[64];
+
+    for (size_t off = 0; off < bytes; off += sizeof(a)) {
+        size_t n = bytes - off < sizeof(a) ? bytes - off : sizeof(a);
+        memcpy(a, (char *)dst + off, n);
+        memcpy(b, (const char *)src + off, n);
+        for (size_t k = 0; k < n / sizeof(float); ++k) {
+            a[k] += b[k];
+        }
+        memcpy((char *)dst + off, a, n);
+    }
+}
+
+/* Add `tokens` dense rows of h heads into a [.., H, D] float32 buffer. */
+static void add_strided(const char *dense, char *strided, int64_t tokens, int heads,
+                        int first, int h, size_t row_bytes)
+{
+    size_t dense_stride   = (size_t)h * row_bytes;
+    size_t strided_stride = (size_t)heads * row_bytes;
+    char  *s              = strided + (size_t)first * row_bytes;
+
+    for (int64_t t = 0; t < tokens; ++t) {
+        add_f32(s + (size_t)t * strided_stride, dense + (size_t)t * dense_stride, dense_stride);
+    }
+}
+
+/* The head share of every index of the group, in one allocation:
+ * first[d], count[d], replicas[d]. Free with free(first). */
+static nsp_status_t share_table(const nsp_level_view_t *v, int heads, int **first, int **count,
+                                int **replicas)
+{
+    int *t = malloc(sizeof(int) * 3 * (size_t)v->degree);
+
+    if (t == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "pack: cannot allocate a head table of degree %d",
+                         v->degree);
+    }
+    for (int p = 0; p < v->degree; ++p) {
+        nsp_status_t st = nsp_head_share(heads, v->degree, p, &t[p], &t[v->degree + p],
+                                         &t[2 * v->degree + p]);
+        if (st != NSP_OK) {
+            free(t);
+            return st;
+        }
+    }
+    *first    = t;
+    *count    = t + v->degree;
+    *replicas = t + 2 * v->degree;
+    return NSP_OK;
+}
+
+nsp_status_t nsp_pack_s2h_sel(const nsp_level_view_t *v, const unsigned char *sel, int heads,
+                              size_t row_bytes, const void *chunks, void *send,
+                              const size_t *send_bytes, const size_t *send_displs)
+{
+    const char *src = chunks;
+    char       *dst = send;
+    int        *first, *count, *rep;
+    int64_t     t = 0, out = 0, start, len; /* source token, selected token */
+
+    NSP_CHECK(share_table(v, heads, &first, &count, &rep));
+    /* Token by token: each source row [H, D] is read once, in order, and its
+     * head slices go to every peer's block. */
+    for (int j = 0; j < v->nseqs; ++j) {
+        nsp_chunk_of(v->seq_len[j], v->degree, v->index, &start, &len);
+        if (!selected(sel, j)) {
+            t += len;
+            continue;
+        }
+        for (int64_t k = 0; k < len; ++k, ++t, ++out) {
+            const char *row = src + (size_t)t * (size_t)heads * row_bytes;
+            for (int p = 0; p < v->degree; ++p) {
+                size_t seg = (size_t)count[p] * row_bytes;
+                if (send_bytes[p] != 0) {
+                    memcpy(dst + send_displs[p] + (size_t)out * seg,
+                           row + (size_t)first[p] * row_bytes, seg);
+                }
+            }
+        }
+    }
+    free(first);
+    return NSP_OK;
+}
+
+nsp_status_t nsp_pack_s2h(const nsp_level_view_t *v, int heads, size_t row_bytes,
+                          const void *chunks, void *send, const size_t *send_bytes,
+                          const size_t *send_displs)
+{
+    return nsp_pack_s2h_sel(v, NULL, heads, row_bytes, chunks, send, send_bytes, send_displs);
+}
+
+nsp_status_t nsp_unpack_s2h_sel(const nsp_level_view_t *v, const unsigned char *sel,
+                                int heads, size_t row_bytes, const void *recv,
+                                const size_t *recv_bytes, const size_t *recv_displs,
+                                void *block)
+{
+    int    first, h_me, r_me;
+    size_t tok_bytes;
+
+    NSP_CHECK(nsp_head_share(heads, v->degree, v->index, &first, &h_me, &r_me));
+    tok_bytes = (size_t)h_me * row_bytes; /* one token of the block [T, h_me, D] */
+    for (int q = 0; q < v->degree; ++q) {
+        const char *src = (const char *)recv + recv_displs[q];
+        int64_t     seq_off = 0, start, len;
+        if (recv_bytes[q] == 0) {
+            continue;
+        }
+        for (int j = 0; j < v->nseqs; ++j) {
+            if (selected(sel, j)) {
+                nsp_chunk_of(v->seq_len[j], v->degree, q, &start, &len);
+                memcpy((char *)block + (size_t)(seq_off + start) * tok_bytes, src,
+                       (size_t)len * tok_bytes);
+                src += (size_t)len * tok_bytes;
+            }
+            seq_off += v->seq_len[j];
+        }
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_unpack_s2h(const nsp_level_view_t *v, int heads, size_t row_bytes,
+                            const void *recv, const size_t *recv_bytes,
+                            const size_t *recv_displs, void *block)
+{
+    return nsp_unpack_s2h_sel(v, NULL, heads, row_bytes, recv, recv_bytes, recv_displs, block);
+}
+
+nsp_status_t nsp_pack_h2s_sel(const nsp_level_view_t *v, const unsigned char *sel, int heads,
+                              size_t row_bytes, const void *block, void *send,
+                              const size_t *send_bytes, const size_t *send_displs)
+{
+    int    first, h_me, r_me;
+    size_t tok_bytes;
+
+    NSP_CHECK(nsp_head_share(heads, v->degree, v->index, &first, &h_me, &r_me));
+    tok_bytes = (size_t)h_me * row_bytes;
+    for (int q = 0; q < v->degree; ++q) {
+        char   *dst = (char *)send + send_displs[q];
+        int64_t seq_off = 0, start, len;
+        if (send_bytes[q] == 0) {
+            continue;
+        }
+        for (int j = 0; j < v->nseqs; ++j) {
+            if (selected(sel, j)) {
+                nsp_chunk_of(v->seq_len[j], v->degree, q, &start, &len);
+                memcpy(dst, (const char *)block + (size_t)(seq_off + start) * tok_bytes,
+                       (size_t)len * tok_bytes);
+                dst += (size_t)len * tok_bytes;
+            }
+            seq_off += v->seq_len[j];
+        }
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_pack_h2s(const nsp_level_view_t *v, int heads, size_t row_bytes,
+                          const void *block, void *send, const size_t *send_bytes,
+                          const size_t *send_displs)
+{
+    return nsp_pack_h2s_sel(v, NULL, heads, row_bytes, block, send, send_bytes, send_displs);
+}
+
+nsp_status_t nsp_unpack_h2s_sel(const nsp_level_view_t *v, const unsigned char *sel,
+                                int heads, size_t row_bytes, nsp_a2a_replicas_t replicas,
+                                const void *recv, const size_t *recv_bytes,
+                                const size_t *recv_displs, void *chunks)
+{
+    const char *src = recv;
+    char       *dst = chunks;
+    int        *first, *count, *rep;
+    int64_t     t = 0, in = 0, start, len; /* destination token, selected token */
+
+    NSP_CHECK(share_table(v, heads, &first, &count, &rep));
+    /* Token by token, peers in ascending index: each destination row [H, D]
+     * is written once, and the first replica of a head comes before the
+     * others, so with SUM_F32 it copies and the later ones add. */
+    for (int j = 0; j < v->nseqs; ++j) {
+        nsp_chunk_of(v->seq_len[j], v->degree, v->index, &start, &len);
+        if (!selected(sel, j)) {
+            t += len;
+            continue;
+        }
+        for (int64_t k = 0; k < len; ++k, ++t, ++in) {
+            char *row = dst + (size_t)t * (size_t)heads * row_bytes;
+            for (int p = 0; p < v->degree; ++p) {
+                size_t      seg = (size_t)count[p] * row_bytes;
+                const char *from = src + recv_displs[p] + (size_t)in * seg;
+                if (recv_bytes[p] == 0) {
+                    continue;
+                }
+                if (replicas == NSP_A2A_REPLICAS_SUM_F32 && p % rep[p] != 0) {
+                    add_f32(row + (size_t)first[p] * row_bytes, from, seg);
+                } else {
+                    memcpy(row + (size_t)first[p] * row_bytes, from, seg);
+                }
+            }
+        }
+    }
+    free(first);
+    return NSP_OK;
+}
+
+nsp_status_t nsp_unpack_h2s(const nsp_level_view_t *v, int heads, size_t row_bytes,
+                            nsp_a2a_replicas_t replicas, const void *recv,
+                            const size_t *recv_bytes, const size_t *recv_displs, void *chunks)
+{
+    return nsp_unpack_h2s_sel(v, NULL, heads, row_bytes, replicas, recv, recv_bytes,
+                              recv_displs, chunks);
+}
+
+nsp_status_t nsp_pack_self_is_first(const nsp_level_view_t *v, int heads, int *is_first)
+{
+    int first, h, r;
+
+    NSP_CHECK(nsp_head_share(heads, v->degree, v->index, &first, &h, &r));
+    *is_first = (v->index % r == 0);
+    return NSP_OK;
+}
+
+nsp_status_t nsp_pack_copy_self(const nsp_level_view_t *v, nsp_a2a_dir_t dir, int heads,
+                                size_t row_bytes, nsp_a2a_replicas_t replicas,
+                                const void *src, void *dst)
+{
+    int     me = v->index, first, h_me, r_me;
+    int     add = 0;
+    int64_t chunk_off = 0, seq_off = 0, start, len;
+    size_t  tok_bytes;
+
+    NSP_CHECK(nsp_head_share(heads, v->degree, me, &first, &h_me, &r_me));
+    if (dir == NSP_A2A_HEAD_TO_SEQ && me % r_me != 0) {
+        if (replicas != NSP_A2A_REPLICAS_SUM_F32) {
+            return NSP_OK; /* the first replica's copy wins */
+        }
+        add = 1;
+    }
+    tok_bytes = (size_t)h_me * row_bytes;
+    for (int j = 0; j < v->nseqs; ++j) {
+        char *block_rows;
+        char *chunk_rows;
+        nsp_chunk_of(v->seq_len[j], v->degree, me, &start, &len);
+        block_rows = (char *)(dir == NSP_A2A_SEQ_TO_HEAD ? dst : src) +
+                     (size_t)(seq_off + start) * tok_bytes;
+        chunk_rows = (char *)(dir == NSP_A2A_SEQ_TO_HEAD ? src : dst) +
+                     (size_t)chunk_off * (size_t)heads * row_bytes;
+        if (dir == NSP_A2A_SEQ_TO_HEAD) {
+            copy_strided(block_rows, chunk_rows, len, heads, first, h_me, row_bytes, 1);
+        } else if (add) {
+            add_strided(block_rows, chunk_rows, len, heads, first, h_me, row_bytes);
+        } else {
+            copy_strided(block_rows, chunk_rows, len, heads, first, h_me, row_bytes, 0);
+        }
+        chunk_off += len;
+        seq_off   += v->seq_len[j];
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_pack_seq_displs(const nsp_level_view_t *v, int j, int heads, size_t row_bytes,
+                                 size_t *displs)
+{
+    int     first, h_me, r_me;
+    int64_t seq_off = 0, start, len;
+
+    NSP_CHECK(nsp_head_share(heads, v->degree, v->index, &first, &h_me, &r_me));
+    for (int k = 0; k < j; ++k) {
+        seq_off += v->seq_len[k];
+    }
+    for (int q = 0; q < v->degree; ++q) {
+        nsp_chunk_of(v->seq_len[j], v->degree, q, &start, &len);
+        displs[q] = (size_t)(seq_off + start) * (size_t)h_me * row_bytes;
+    }
+    return NSP_OK;
+}
