@@ -1,0 +1,592 @@
+/*
+ * Ring attention of one ring level (see ring_attn.h for the decomposition
+ * and the schedule, docs/nested-attention.md for the why).
+ */
+#include "attn_sp/ring_attn.h"
+
+#include "common/log.h"
+#include "nested_groups/tree.h"
+#include "transport/comm.h"
+#include "transport/request.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Tag sequence of a ring message (24 bits under NSP_TP_TAG_CLASS_RING):
+ * bit 23 marks nested attention (user rings of nsp_ring_post use small step
+ * numbers), then the call (3 bits), the kind (2), the group degree (10) and
+ * the step (8). At most two steps of one kind are in flight. */
+enum { RING_KIND_FWD_KV = 0, RING_KIND_BWD_KV = 1, RING_KIND_BWD_DKV = 2 };
+
+struct nsp_ring_level {
+    int            r, j, degree;
+    int            nseqs;        /* sequences of the level (spans / 2) */
+    int            kv_heads, head_dim;
+    nsp_tp_comm_t *tp;           /* the group's communicator, or the world */
+    int            next, prev;   /* ring neighbours in tp's numbering */
+    int64_t       *off;          /* [r][2*nseqs + 1]: span offsets (tokens) in the block of
+                                    ring member m, spans in layout order */
+    int64_t        max_tokens;   /* largest block of a member */
+};
+
+double nsp_thread_cpu_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Offsets of ring member m's spans. */
+static const int64_t *member_off(const nsp_ring_level_t *ring, int m)
+{
+    return ring->off + (size_t)m * (size_t)(2 * ring->nseqs + 1);
+}
+
+static int64_t member_tokens(const nsp_ring_level_t *ring, int m)
+{
+    return member_off(ring, m)[2 * ring->nseqs];
+}
+
+static uint32_t ring_tag(const nsp_ring_level_t *ring, uint32_t call, int kind, int step)
+{
+    uint32_t seq = 0x800000u | ((call & 0x7u) << 20) | ((uint32_t)kind << 18) |
+                   (((uint32_t)ring->degree & 0x3ffu) << 8) | ((uint32_t)step & 0xffu);
+
+    return NSP_TP_TAG(NSP_TP_TAG_CLASS_RING, seq);
+}
+
+/* The communicator of the ring: the tree's group of the level's degree if
+ * it is the same group (peers by index in the group), else the world. */
+static nsp_status_t ring_choose_comm(nsp_tree_t *tree, const nsp_layout_level_t *lv,
+                                     nsp_ring_level_t *ring)
+{
+    int         nl = 0, u = lv->ulysses, i = lv->ulysses_index, base = 0;
+    nsp_comm_t *world;
+
+    ring->tp = NULL;
+    NSP_CHECK(nsp_tree_nlevels(tree, &nl));
+    for (int t = 0; t < nl && ring->tp == NULL; ++t) {
+        int degree = 0, rank0 = -1;
+        NSP_CHECK(nsp_tree_degree(tree, t, &degree));
+        if (degree != lv->degree) {
+            continue;
+        }
+        NSP_CHECK(nsp_tree_group(tree, t, &rank0, NULL));
+        if (rank0 == lv->rank0) {
+            NSP_CHECK(nsp_tree_level_tp(tree, t, &ring->tp));
+        }
+    }
+    if (ring->tp == NULL) {
+        NSP_CHECK(nsp_tree_world(tree, &world));
+        ring->tp = nsp_comm_tp(world);
+        base     = lv->rank0;
+        NSP_DEBUG("ring attention: degree %d group at rank %d is not a tree group; the ring "
+                  "runs over the world", lv->degree, lv->rank0);
+    }
+    ring->next = base + ((ring->j + 1) % ring->r) * u + i;
+    ring->prev = base + ((ring->j + ring->r - 1) % ring->r) * u + i;
+    return NSP_OK;
+}
+
+nsp_status_t nsp_ring_level_create(nsp_tree_t *tree, const nsp_layout_level_t *lv,
+                                   int kv_heads, int head_dim, nsp_ring_level_t **ring_p)
+{
+    nsp_ring_level_t *ring;
+    nsp_status_t      status;
+
+    if (tree == NULL || lv == NULL || ring_p == NULL || lv->ring < 2 || lv->nseqs % 2 != 0 ||
+        kv_heads < 1 || head_dim < 1) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "ring attention: not a ring level (ring %d, %d "
+                         "spans) or bad heads %d / head_dim %d", lv ? lv->ring : 0,
+                         lv ? lv->nseqs : 0, kv_heads, head_dim);
+    }
+    ring = calloc(1, sizeof(*ring));
+    if (ring == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "ring attention: cannot allocate");
+    }
+    ring->r        = lv->ring;
+    ring->j        = lv->ring_index;
+    ring->degree   = lv->degree;
+    ring->nseqs    = lv->nseqs / 2;
+    ring->kv_heads = kv_heads;
+    ring->head_dim = head_dim;
+    ring->off      = malloc(sizeof(int64_t) * (size_t)ring->r * (size_t)(lv->nseqs + 1));
+    if (ring->off == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "ring attention: cannot allocate the spans of "
+                           "%d members", ring->r);
+        goto err_free;
+    }
+    for (int m = 0; m < ring->r; ++m) {
+        int64_t *off = ring->off + (size_t)m * (size_t)(lv->nseqs + 1);
+        off[0] = 0;
+        for (int s = 0; s < ring->nseqs; ++s) {
+            int64_t start[2], len[2];
+            NSP_CHECK_GOTO(nsp_zigzag_chunks(lv->seq_len[2 * s], ring->r, m, start, len),
+                           status, err_free);
+            off[2 * s + 1] = off[2 * s] + len[0];
+            off[2 * s + 2] = off[2 * s + 1] + len[1];
+        }
+        ring->max_tokens = off[lv->nseqs] > ring->max_tokens ? off[lv->nseqs]
+                                                             : ring->max_tokens;
+    }
+    for (int k = 0; k <= lv->nseqs; ++k) { /* the layout's spans are ours */
+        if (member_off(ring, ring->j)[k] != lv->seq_offset[k]) {
+            status = nsp_error(NSP_ERR_INTERNAL, "ring attention: the layout's span %d "
+                               "starts at %lld, the zigzag rule says %lld", k,
+                               (long long)lv->seq_offset[k],
+                               (long long)member_off(ring, ring->j)[k]);
+            goto err_free;
+        }
+    }
+    NSP_CHECK_GOTO(ring_choose_comm(tree, lv, ring), status, err_free);
+    *ring_p = ring;
+    return NSP_OK;
+
+err_free:
+    nsp_ring_level_free(ring);
+    return status;
+}
+
+void nsp_ring_level_free(nsp_ring_level_t *ring)
+{
+    if (ring == NULL) {
+        return;
+    }
+    free(ring->off);
+    free(ring);
+}
+
+/* ---- waiting and posting ------------------------------------------------ */
+
+/* Wait for a ring request, progressing the caller's other exchanges. */
+static nsp_status_t ring_wait(nsp_ring_level_io_t *io, nsp_request_t **req)
+{
+    double       t0 = nsp_now_s();
+    nsp_status_t st;
+
+    for (;;) {
+        int oidle = 1;
+        st = nsp_request_test(*req);
+        if (st != NSP_INPROGRESS) {
+            break;
+        }
+        if (io->progress != NULL && (st = io->progress(io->progress_ctx, &oidle)) < 0) {
+            break;
+        }
+        if ((*req)->idle && oidle) {
+            sched_yield(); /* more ranks than cores: let the peer run */
+        }
+    }
+    io->wait_s += nsp_now_s() - t0;
+    nsp_request_free(*req); /* on error this abandons it: the communicator is broken */
+    *req = NULL;
+    return st;
+}
+
+static nsp_status_t ring_post(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int kind,
+                              int step, const void *sbuf, size_t sbytes, void *rbuf,
+                              size_t rbytes, nsp_request_t **req)
+{
+    NSP_CHECK(ring->tp->ops->sendrecv_post(ring->tp, sbuf, sbytes, ring->next, rbuf, rbytes,
+                                           ring->prev, ring_tag(ring, io->call, kind, step),
+                                           NULL, req));
+    io->bytes_sent += sbytes;
+    return NSP_OK;
+}
+
+static nsp_status_t ring_progress(nsp_ring_level_io_t *io)
+{
+    int idle;
+
+    return io->progress != NULL ? io->progress(io->progress_ctx, &idle) : NSP_OK;
+}
+
+/* ---- block geometry ------------------------------------------------------ */
+
+/* Bytes of member m's KV pair [k; v] (or dK; dV). */
+static size_t kv_bytes(const nsp_ring_level_t *ring, int m)
+{
+    return 2 * (size_t)member_tokens(ring, m) * (size_t)ring->kv_heads *
+           (size_t)ring->head_dim * sizeof(float);
+}
+
+/* Floats of one K (or V) block of member m. */
+static size_t kv_floats(const nsp_ring_level_t *ring, int m)
+{
+    return (size_t)member_tokens(ring, m) * (size_t)ring->kv_heads * (size_t)ring->head_dim;
+}
+
+/*
+ * The pair of one sequence s at a step where the rank (ring index j) holds
+ * member src's KV block: query rows [*q0, *q0 + *qlen) of its own block and
+ * key rows [*k0, *k0 + *klen) of src's block (tokens). src != j.
+ */
+static void step_pair(const nsp_ring_level_t *ring, int causal, int src, int s, int64_t *q0,
+                      int64_t *qlen, int64_t *k0, int64_t *klen)
+{
+    const int64_t *mine = member_off(ring, ring->j), *theirs = member_off(ring, src);
+
+    if (!causal) { /* everything sees everything */
+        *q0 = mine[2 * s], *qlen = mine[2 * s + 2] - mine[2 * s];
+        *k0 = theirs[2 * s], *klen = theirs[2 * s + 2] - theirs[2 * s];
+    } else if (src < ring->j) { /* both query chunks see key chunk src */
+        *q0 = mine[2 * s], *qlen = mine[2 * s + 2] - mine[2 * s];
+        *k0 = theirs[2 * s], *klen = theirs[2 * s + 1] - theirs[2 * s];
+    } else { /* query chunk 2r-1-j sees both key chunks */
+        *q0 = mine[2 * s + 1], *qlen = mine[2 * s + 2] - mine[2 * s + 1];
+        *k0 = theirs[2 * s], *klen = theirs[2 * s + 2] - theirs[2 * s];
+    }
+}
+
+/* The kernel batch of one sequence pair (rows from 0) or of the diagonal. */
+typedef struct ring_batch {
+    nsp_attn_batch_t b;
+    int64_t          qoff[2], kvoff[2];
+} ring_batch_t;
+
+static void batch_pair(const nsp_ring_level_io_t *io, ring_batch_t *rb, int64_t qlen,
+                       int64_t klen)
+{
+    rb->b               = io->proto;
+    rb->b.params.causal = 0;
+    rb->b.nseqs         = 1;
+    rb->qoff[0] = 0, rb->qoff[1] = qlen;
+    rb->kvoff[0] = 0, rb->kvoff[1] = klen;
+    rb->b.q_offsets  = rb->qoff;
+    rb->b.kv_offsets = rb->kvoff;
+    rb->b.max_q_len  = qlen;
+    rb->b.max_kv_len = klen;
+}
+
+/* The diagonal (step 0): the rank's own block, per sequence its two chunks
+ * as one causal sequence. `cu` [nseqs + 1] is filled. */
+static void batch_diag(const nsp_ring_level_t *ring, const nsp_ring_level_io_t *io,
+                       nsp_attn_batch_t *b, int64_t *cu)
+{
+    const int64_t *mine = member_off(ring, ring->j);
+    int64_t        max = 0;
+
+    for (int s = 0; s <= ring->nseqs; ++s) {
+        cu[s] = mine[2 * s];
+        if (s > 0 && cu[s] - cu[s - 1] > max) {
+            max = cu[s] - cu[s - 1];
+        }
+    }
+    *b            = io->proto;
+    b->nseqs      = ring->nseqs;
+    b->q_offsets  = cu;
+    b->kv_offsets = cu;
+    b->max_q_len  = max;
+    b->max_kv_len = max;
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+/* Scratch of a forward: two KV buffers, one partial o / lse. */
+typedef struct fwd_scratch {
+    float *kv[2];     /* [k; v] of a member: [T_m, n_kv', D] each */
+    float *part_o;    /* [max query rows, n_q', D] */
+    float *part_lse;  /* [max query rows, n_q'] */
+    int64_t *cu;      /* [nseqs + 1] */
+} fwd_scratch_t;
+
+static void fwd_scratch_free(fwd_scratch_t *s)
+{
+    free(s->kv[0]);
+    free(s->kv[1]);
+    free(s->part_o);
+    free(s->part_lse);
+    free(s->cu);
+}
+
+static nsp_status_t fwd_scratch_alloc(const nsp_ring_level_t *ring, int q_heads,
+                                      fwd_scratch_t *s)
+{
+    size_t kvf = 2 * (size_t)ring->max_tokens * (size_t)ring->kv_heads * (size_t)ring->head_dim;
+    size_t rows = (size_t)member_tokens(ring, ring->j) * (size_t)q_heads;
+
+    memset(s, 0, sizeof(*s));
+    s->kv[0]    = malloc(sizeof(float) * (kvf + 1));
+    s->kv[1]    = malloc(sizeof(float) * (kvf + 1));
+    s->part_o   = malloc(sizeof(float) * (rows * (size_t)ring->head_dim + 1));
+    s->part_lse = malloc(sizeof(float) * (rows + 1));
+    s->cu       = malloc(sizeof(int64_t) * ((size_t)ring->nseqs + 1));
+    if (s->kv[0] == NULL || s->kv[1] == NULL || s->part_o == NULL || s->part_lse == NULL ||
+        s->cu == NULL) {
+        fwd_scratch_free(s);
+        return nsp_error(NSP_ERR_NO_MEMORY, "ring attention: cannot allocate %zu floats of "
+                         "KV buffers and %zu rows of partials", 2 * kvf, rows);
+    }
+    return NSP_OK;
+}
+
+/* One step t >= 1 of the forward: attend to the KV block of `src` and merge. */
+static nsp_status_t fwd_step(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int src,
+                             const float *kv, const float *q, float *o, float *lse,
+                             fwd_scratch_t *s)
+{
+    const int     hq = io->proto.params.q_heads, hkv = ring->kv_heads, D = ring->head_dim;
+    const float  *k = kv, *v = kv + kv_floats(ring, src);
+
+    for (int sq = 0; sq < ring->nseqs; ++sq) {
+        int64_t      q0, qlen, k0, klen;
+        ring_batch_t rb;
+        double       c0;
+        nsp_status_t st;
+
+        step_pair(ring, io->proto.params.causal, src, sq, &q0, &qlen, &k0, &klen);
+        if (qlen == 0 || klen == 0) {
+            continue;
+        }
+        batch_pair(io, &rb, qlen, klen);
+        c0 = nsp_thread_cpu_s();
+        st = io->kernel->fwd(io->kernel->ctx, &rb.b, q + q0 * hq * D, k + k0 * hkv * D,
+                             v + k0 * hkv * D, s->part_o, s->part_lse);
+        if (st == NSP_OK) {
+            st = nsp_attn_merge(qlen * hq, D, o + q0 * hq * D, lse + q0 * hq, s->part_o,
+                                s->part_lse);
+        }
+        io->compute_s += nsp_thread_cpu_s() - c0;
+        NSP_CHECK(st);
+        NSP_CHECK(ring_progress(io));
+    }
+    return NSP_OK;
+}
+
+/* Copy a member's K and V blocks into one buffer [k; v]. */
+static void pack_kv(const nsp_ring_level_t *ring, int m, const float *k, const float *v,
+                    float *kv)
+{
+    size_t n = kv_floats(ring, m);
+
+    if (n > 0) {
+        memcpy(kv, k, n * sizeof(float));
+        memcpy(kv + n, v, n * sizeof(float));
+    }
+}
+
+nsp_status_t nsp_ring_level_fwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
+                                const float *q, const float *k, const float *v, float *o,
+                                float *lse)
+{
+    const int        r = ring->r, j = ring->j;
+    fwd_scratch_t    s;
+    nsp_request_t   *req = NULL;
+    nsp_attn_batch_t diag;
+    int              cur = 0;
+    double           c0;
+    nsp_status_t     status;
+
+    NSP_CHECK(fwd_scratch_alloc(ring, io->proto.params.q_heads, &s));
+    pack_kv(ring, j, k, v, s.kv[cur]);
+    /* Step 1's block starts moving before the diagonal is computed. */
+    NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_FWD_KV, 1, s.kv[cur], kv_bytes(ring, j),
+                             s.kv[1 - cur], kv_bytes(ring, (j + r - 1) % r), &req),
+                   status, out_free);
+    batch_diag(ring, io, &diag, s.cu);
+    c0 = nsp_thread_cpu_s();
+    status = member_tokens(ring, j) == 0
+                 ? NSP_OK
+                 : io->kernel->fwd(io->kernel->ctx, &diag, q, k, v, o, lse);
+    io->compute_s += nsp_thread_cpu_s() - c0;
+    NSP_CHECK_GOTO(status, status, out_free);
+    for (int t = 1; t < r; ++t) {
+        int src = (j - t + r) % r;
+        NSP_CHECK_GOTO(ring_wait(io, &req), status, out_free);
+        cur = 1 - cur;
+        if (t + 1 < r) { /* pass the block on and receive the next one meanwhile */
+            NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_FWD_KV, t + 1, s.kv[cur],
+                                     kv_bytes(ring, src), s.kv[1 - cur],
+                                     kv_bytes(ring, (src + r - 1) % r), &req),
+                           status, out_free);
+        }
+        NSP_CHECK_GOTO(fwd_step(ring, io, src, s.kv[cur], q, o, lse, &s), status, out_free);
+    }
+    status = NSP_OK;
+out_free:
+    if (req != NULL) {
+        nsp_request_free(req); /* only on error: abandons it */
+    }
+    fwd_scratch_free(&s);
+    return status;
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+typedef struct bwd_scratch {
+    float   *kv[2];    /* [k; v] of a member */
+    float   *acc[2];   /* travelling [dk; dv] of a member */
+    float   *contrib;  /* this rank's [dk; dv] contribution to the held block */
+    float   *part_dq;  /* [query rows, n_q', D] */
+    int64_t *cu;
+} bwd_scratch_t;
+
+static void bwd_scratch_free(bwd_scratch_t *s)
+{
+    for (int b = 0; b < 2; ++b) {
+        free(s->kv[b]);
+        free(s->acc[b]);
+    }
+    free(s->contrib);
+    free(s->part_dq);
+    free(s->cu);
+}
+
+static nsp_status_t bwd_scratch_alloc(const nsp_ring_level_t *ring, int q_heads,
+                                      bwd_scratch_t *s)
+{
+    size_t kvf = 2 * (size_t)ring->max_tokens * (size_t)ring->kv_heads * (size_t)ring->head_dim;
+    size_t qf  = (size_t)member_tokens(ring, ring->j) * (size_t)q_heads * (size_t)ring->head_dim;
+    int    bad = 0;
+
+    memset(s, 0, sizeof(*s));
+    for (int b = 0; b < 2; ++b) {
+        s->kv[b]  = malloc(sizeof(float) * (kvf + 1));
+        s->acc[b] = malloc(sizeof(float) * (kvf + 1));
+        bad |= s->kv[b] == NULL || s->acc[b] == NULL;
+    }
+    s->contrib = malloc(sizeof(float) * (kvf + 1));
+    s->part_dq = malloc(sizeof(float) * (qf + 1));
+    s->cu      = malloc(sizeof(int64_t) * ((size_t)ring->nseqs + 1));
+    if (bad || s->contrib == NULL || s->part_dq == NULL || s->cu == NULL) {
+        bwd_scratch_free(s);
+        return nsp_error(NSP_ERR_NO_MEMORY, "ring attention backward: cannot allocate %zu "
+                         "floats of KV and gradient buffers", 5 * kvf + qf);
+    }
+    return NSP_OK;
+}
+
+static void add_floats(float *dst, const float *src, size_t n)
+{
+    for (size_t x = 0; x < n; ++x) {
+        dst[x] += src[x];
+    }
+}
+
+/* The inputs of the backward, the rank's own block. */
+typedef struct bwd_in {
+    const float *q, *o, *lse, *dout;
+    float       *dq;
+} bwd_in_t;
+
+/* One step t >= 1: the contribution to block src into s->contrib [dk; dv],
+ * the queries' share added to dq. */
+static nsp_status_t bwd_step(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int src,
+                             const float *kv, const bwd_in_t *in, bwd_scratch_t *s)
+{
+    const int    hq = io->proto.params.q_heads, hkv = ring->kv_heads, D = ring->head_dim;
+    const size_t n = kv_floats(ring, src);
+    const float *k = kv, *v = kv + n;
+    float       *dk = s->contrib, *dv = s->contrib + n;
+
+    memset(s->contrib, 0, 2 * n * sizeof(float) + 1); /* rows no query sees stay 0 */
+    for (int sq = 0; sq < ring->nseqs; ++sq) {
+        int64_t      q0, qlen, k0, klen;
+        ring_batch_t rb;
+        double       c0;
+        nsp_status_t st;
+
+        step_pair(ring, io->proto.params.causal, src, sq, &q0, &qlen, &k0, &klen);
+        if (qlen == 0 || klen == 0) {
+            continue;
+        }
+        batch_pair(io, &rb, qlen, klen);
+        c0 = nsp_thread_cpu_s();
+        /* Key rows of different sequences are disjoint: the kernel writes
+         * straight into the contribution; query rows go through part_dq. */
+        st = io->kernel->bwd(io->kernel->ctx, &rb.b, in->q + q0 * hq * D, k + k0 * hkv * D,
+                             v + k0 * hkv * D, in->o + q0 * hq * D, in->lse + q0 * hq,
+                             in->dout + q0 * hq * D, s->part_dq, dk + k0 * hkv * D,
+                             dv + k0 * hkv * D);
+        if (st == NSP_OK) {
+            add_floats(in->dq + q0 * hq * D, s->part_dq, (size_t)(qlen * hq * D));
+        }
+        io->compute_s += nsp_thread_cpu_s() - c0;
+        NSP_CHECK(st);
+        NSP_CHECK(ring_progress(io));
+    }
+    return NSP_OK;
+}
+
+/* Unpack [dk; dv] of the rank's own block into dk and dv. */
+static void unpack_dkv(const nsp_ring_level_t *ring, const float *acc, float *dk, float *dv)
+{
+    size_t n = kv_floats(ring, ring->j);
+
+    if (n > 0) {
+        memcpy(dk, acc, n * sizeof(float));
+        memcpy(dv, acc + n, n * sizeof(float));
+    }
+}
+
+nsp_status_t nsp_ring_level_bwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
+                                const float *q, const float *k, const float *v,
+                                const float *o, const float *lse, const float *dout,
+                                float *dq, float *dk, float *dv)
+{
+    const int        r = ring->r, j = ring->j;
+    const bwd_in_t   in = {.q = q, .o = o, .lse = lse, .dout = dout, .dq = dq};
+    bwd_scratch_t    s;
+    nsp_request_t   *kv_req = NULL, *dkv_req = NULL;
+    nsp_attn_batch_t diag;
+    int              cur = 0, a = 0;
+    size_t           nj = kv_floats(ring, j);
+    double           c0;
+    nsp_status_t     status;
+
+    NSP_CHECK(bwd_scratch_alloc(ring, io->proto.params.q_heads, &s));
+    pack_kv(ring, j, k, v, s.kv[cur]);
+    NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_BWD_KV, 1, s.kv[cur], kv_bytes(ring, j),
+                             s.kv[1 - cur], kv_bytes(ring, (j + r - 1) % r), &kv_req),
+                   status, out_free);
+    /* Step 0: the diagonal writes dq and the first contribution to the own
+     * block's travelling dK/dV. */
+    batch_diag(ring, io, &diag, s.cu);
+    c0 = nsp_thread_cpu_s();
+    status = nj == 0 ? NSP_OK
+                     : io->kernel->bwd(io->kernel->ctx, &diag, q, k, v, o, lse, dout, dq,
+                                       s.acc[a], s.acc[a] + nj);
+    io->compute_s += nsp_thread_cpu_s() - c0;
+    NSP_CHECK_GOTO(status, status, out_free);
+    NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_BWD_DKV, 1, s.acc[a], kv_bytes(ring, j),
+                             s.acc[1 - a], kv_bytes(ring, (j + r - 1) % r), &dkv_req),
+                   status, out_free);
+    for (int t = 1; t < r; ++t) {
+        int src = (j - t + r) % r;
+        NSP_CHECK_GOTO(ring_wait(io, &kv_req), status, out_free);
+        cur = 1 - cur;
+        if (t + 1 < r) {
+            NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_BWD_KV, t + 1, s.kv[cur],
+                                     kv_bytes(ring, src), s.kv[1 - cur],
+                                     kv_bytes(ring, (src + r - 1) % r), &kv_req),
+                           status, out_free);
+        }
+        NSP_CHECK_GOTO(bwd_step(ring, io, src, s.kv[cur], &in, &s), status, out_free);
+        /* The travelling sum of block src has arrived meanwhile: add, pass on
+         * (after the last step it goes to its owner, and ours comes back). */
+        NSP_CHECK_GOTO(ring_wait(io, &dkv_req), status, out_free);
+        a = 1 - a;
+        c0 = nsp_thread_cpu_s();
+        add_floats(s.acc[a], s.contrib, 2 * kv_floats(ring, src));
+        io->compute_s += nsp_thread_cpu_s() - c0;
+        NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_BWD_DKV, t + 1, s.acc[a],
+                                 kv_bytes(ring, src), s.acc[1 - a],
+                                 kv_bytes(ring, (src + r - 1) % r), &dkv_req),
+                       status, out_free);
+    }
+    NSP_CHECK_GOTO(ring_wait(io, &dkv_req), status, out_free);
+    unpack_dkv(ring, s.acc[1 - a], dk, dv);
+    status = NSP_OK;
+out_free:
+    if (kv_req != NULL) {
+        nsp_request_free(kv_req); /* only on error: abandons it */
+    }
+    if (dkv_req != NULL) {
+        nsp_request_free(dkv_req);
+    }
+    bwd_scratch_free(&s);
+    return status;
+}

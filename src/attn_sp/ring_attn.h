@@ -1,0 +1,108 @@
+/*
+ * Ring attention of one ring level of one rank (docs/nested-attention.md §5),
+ * the part of nested attention that runs between a ring level's
+ * sequence-to-head and head-to-sequence.
+ *
+ * Decomposition of a ring group of degree d = u * r at rank0 (the layout's
+ * rules, include/nspcomm.h section 7): index i of the group is ring index
+ * j = i / u and Ulysses index i % u. After the Ulysses all-to-all inside
+ * ranks [rank0 + j*u, rank0 + (j+1)*u), the rank holds, for its share of the
+ * heads, zigzag chunks j and 2r-1-j of every sequence of the group whole:
+ *
+ *   block of ring member m   [T_m, heads, D]   sequence by sequence, chunk m
+ *                                               then chunk 2r-1-m
+ *
+ * The r ranks rank0 + m*u + (i % u), m = 0..r-1, form the ring: KV blocks
+ * move to ring index j+1 each step (explicit peers on the group's tree
+ * communicator, or on the world when the tree lacks the group).
+ *
+ * Forward, step t = 0..r-1, src = (j - t) mod r (whose KV block is held):
+ *   t = 0      one causal kernel call over the rank's own block: per
+ *              sequence its two chunks are consecutive rows and chunk j
+ *              precedes chunk 2r-1-j, so the causal mask of the
+ *              concatenation is exactly the zigzag mask;
+ *   src < j    both query chunks see chunk src of the KV block fully: per
+ *              sequence one full (non-causal) call, queries = both chunks,
+ *              keys = chunk src; chunk 2r-1-src is later than both: skipped;
+ *   src > j    only query chunk 2r-1-j sees anything, and it sees both KV
+ *              chunks fully: per sequence one full call.
+ * Partials merge into (o, lse) by log-sum-exp (nsp_attn_merge). The block
+ * for step t+1 is received while step t computes (two KV buffers).
+ *
+ * Backward: the same pairs; dq accumulates locally, the dK/dV of each KV
+ * block travel with it: step t computes the contribution to block src into
+ * a scratch buffer while the travelling sum of block src (from ring index
+ * j-1) arrives, adds it and sends it on; after the last step the sum of the
+ * rank's own block arrives from j-1. Messages: forward r-1 KV blocks,
+ * backward r-1 KV blocks and r dKV blocks, per rank.
+ *
+ * Float32 and host memory only (the merges and sums are done here).
+ */
+#ifndef NSP_ATTN_SP_RING_ATTN_H_
+#define NSP_ATTN_SP_RING_ATTN_H_
+
+#include "nspcomm.h"
+
+#include <stdint.h>
+
+/** One rank's ring of one level (opaque). */
+typedef struct nsp_ring_level nsp_ring_level_t;
+
+/**
+ * Called while the ring waits and between its kernel calls, so the other
+ * levels' exchanges progress. Sets *idle to 1 when nothing moved.
+ */
+typedef nsp_status_t (*nsp_ring_progress_fn)(void *ctx, int *idle);
+
+/** What one ring call needs and what it measured. */
+typedef struct nsp_ring_level_io {
+    const nsp_attn_kernel_t *kernel;
+    nsp_attn_batch_t         proto;     /**< params (the rank's heads, resolved scale,
+                                             causal), dtype FP32, head0s, level; the
+                                             offsets are filled per call */
+    nsp_ring_progress_fn     progress;  /**< may be NULL */
+    void                    *progress_ctx;
+    uint32_t                 call;      /**< number of the nested attention call (tags);
+                                             the same on every rank */
+    double                   compute_s; /**< out: += thread CPU seconds of kernels, merges */
+    double                   wait_s;    /**< out: += wall seconds waiting for the ring */
+    uint64_t                 bytes_sent;/**< out: += bytes sent around the ring */
+} nsp_ring_level_io_t;
+
+/**
+ * Set up the ring of the ring level `lv` (ring > 1; borrowed only during
+ * the call) for blocks of `kv_heads` KV heads of `head_dim` floats. The
+ * level's spans must be those of the layout rules. Errors:
+ * NSP_ERR_INVALID_ARG (not a ring level, spans not zigzag), NSP_ERR_NO_MEMORY.
+ */
+nsp_status_t nsp_ring_level_create(nsp_tree_t *tree, const nsp_layout_level_t *lv,
+                                   int kv_heads, int head_dim, nsp_ring_level_t **ring);
+
+/**
+ * Forward of the level: q [T_j, n_q', D], k and v [T_j, n_kv', D] (the
+ * rank's head-sharded block, read only) -> o [T_j, n_q', D], lse [T_j, n_q'].
+ * Collective over the ring. Errors: a kernel's error, NSP_ERR_TIMEOUT,
+ * NSP_ERR_PEER_FAILED, NSP_ERR_BACKEND, NSP_ERR_NO_MEMORY.
+ */
+nsp_status_t nsp_ring_level_fwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
+                                const float *q, const float *k, const float *v, float *o,
+                                float *lse);
+
+/**
+ * Backward of the level from the forward's final o and lse and dout (all
+ * the rank's block) -> dq [T_j, n_q', D], dk and dv [T_j, n_kv', D]
+ * (written): the rank's queries' gradient and the full gradient of its
+ * own KV block over every query of the ring. Errors: as the forward.
+ */
+nsp_status_t nsp_ring_level_bwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
+                                const float *q, const float *k, const float *v,
+                                const float *o, const float *lse, const float *dout,
+                                float *dq, float *dk, float *dv);
+
+/** Free a ring. NULL is a no-op. */
+void nsp_ring_level_free(nsp_ring_level_t *ring);
+
+/** Thread CPU time in seconds (CLOCK_THREAD_CPUTIME_ID). */
+double nsp_thread_cpu_s(void);
+
+#endif /* NSP_ATTN_SP_RING_ATTN_H_ */

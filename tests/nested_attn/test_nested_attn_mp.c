@@ -1,0 +1,705 @@
+/*
+ * Nested attention with 2, 4 and 8 real processes over UCX on loopback,
+ * against the single-process reference of the whole batch (nsp_attn_fwd /
+ * nsp_attn_bwd computed in the parent before the fork).
+ *
+ * Every rank of a case, for every round of every plan:
+ *  - gathers its sequence-sharded q, k, v, dout from the global tensors by
+ *    its layout;
+ *  - run A: pipelined forward keeping the saved state, backward from it;
+ *  - run B: serial forward, backward from the sequence-sharded tensors
+ *    (stateless), so every exchange runs again;
+ *  - compares A's o, lse, dq, dk, dv with the reference over its chunks
+ *    (relative to the largest reference value; lse to max(1, |lse|)), and B
+ *    with A bit for bit.
+ * Cases: random nested plans (GQA 8/2: KV heads replicated above degree 2,
+ * uneven lengths, sequences shorter than their degree, skipped levels, one
+ * or two rounds); plans of the three planners with a framework kernel
+ * callback (the reference behind a wrapper that checks what it is given);
+ * ring and Ulysses x ring groups (u = 1, 2, 4; r = 2, 4, 8) with replicated
+ * KV heads, causal and without a mask; rings and all-to-alls on a tree that
+ * lacks their degrees (over the world); a level that cannot shard the heads
+ * (every rank fails, none hangs) and a NULL buffer on one rank (likewise).
+ */
+#include "nattn_test.h"
+#include "../mp.h"
+#include "../tap.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* fp32 tolerance on |nested - reference| / max |reference| (lse: / max(1, |lse|)).
+ * Measured worst: see docs/nested-attention.md §8. */
+#define NT_TOL 2e-5
+
+#define NT_MAX_PLANS 6
+
+enum { V_ERR_O = 0, V_ERR_LSE, V_ERR_DQ, V_ERR_DK, V_ERR_DV, V_DIFF_AB, V_ROUNDS, V_KCALLS,
+       V_KBAD, V_RING_BYTES };
+
+typedef struct nt_case {
+    nsp_unique_id_t   id;
+    int               nplans;
+    nsp_plan_t       *plans[NT_MAX_PLANS];
+    nt_ref_t          refs[NT_MAX_PLANS];
+    nsp_attn_params_t attn[NT_MAX_PLANS];
+    int               sparse_tree;   /* tree {1, N}: other degrees run over the world */
+    int               custom_kernel; /* wrap the reference in a checking kernel */
+    int               error_case;    /* expect create to fail on every rank */
+    double            timeout_s;
+    double            ring_bytes;    /* out: bytes all ranks sent around rings */
+} nt_case_t;
+
+#define FAIL(...)             \
+    do {                      \
+        mp_note(__VA_ARGS__); \
+        goto out;             \
+    } while (0)
+
+/* ---- a framework's kernel: the reference behind checks ------------------ */
+
+typedef struct check_kernel {
+    nsp_attn_kernel_t ref;
+    int               nq, nkv;
+    int               calls, bad;
+} check_kernel_t;
+
+static int batch_ok(const check_kernel_t *ck, const nsp_attn_batch_t *b)
+{
+    int hq = b->params.q_heads, hkv = b->params.kv_heads;
+
+    if (b->dtype != NSP_ATTN_FP32 || b->stream != NULL || hq < 1 || hkv < 1 || hq % hkv ||
+        b->params.scale <= 0.0f || b->nseqs < 1 || b->level < 0) {
+        return 0;
+    }
+    if (b->q_head0 % hq != 0 || b->q_head0 + hq > ck->nq || b->kv_head0 + hkv > ck->nkv ||
+        b->kv_head0 != b->q_head0 / (ck->nq / ck->nkv)) { /* GQA: the right KV head */
+        return 0;
+    }
+    if (b->q_offsets[0] != 0 || b->kv_offsets[0] != 0) {
+        return 0;
+    }
+    for (int s = 0; s < b->nseqs; ++s) {
+        if (b->q_offsets[s + 1] - b->q_offsets[s] > b->max_q_len ||
+            b->kv_offsets[s + 1] - b->kv_offsets[s] > b->max_kv_len) {
+            return 0;
+        }
+        /* A causal call aligns both starts: the driver passes equal spans. */
+        if (b->params.causal && b->q_offsets[s + 1] - b->q_offsets[s] !=
+                                    b->kv_offsets[s + 1] - b->kv_offsets[s]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static nsp_status_t check_fwd(void *ctx, const nsp_attn_batch_t *b, const void *q,
+                              const void *k, const void *v, void *o, float *lse)
+{
+    check_kernel_t *ck = ctx;
+
+    ck->calls++;
+    ck->bad += !batch_ok(ck, b);
+    return ck->ref.fwd(ck->ref.ctx, b, q, k, v, o, lse);
+}
+
+static nsp_status_t check_bwd(void *ctx, const nsp_attn_batch_t *b, const void *q,
+                              const void *k, const void *v, const void *o, const float *lse,
+                              const void *dout, void *dq, void *dk, void *dv)
+{
+    check_kernel_t *ck = ctx;
+
+    ck->calls++;
+    ck->bad += !batch_ok(ck, b);
+    return ck->ref.bwd(ck->ref.ctx, b, q, k, v, o, lse, dout, dq, dk, dv);
+}
+
+/* ---- one rank ------------------------------------------------------------ */
+
+typedef struct rank_ctx {
+    nsp_comm_t *comm;
+    nsp_tree_t *tree;
+    int         rank, nranks;
+    double      err[5];
+    double      diff_ab, rounds, ring_bytes;
+    check_kernel_t ck;
+} rank_ctx_t;
+
+/* The rank's tensors of one round: inputs and two runs' outputs. */
+typedef struct round_bufs {
+    float *q, *k, *v, *dout;
+    float *o[2], *lse[2], *dq[2], *dk[2], *dv[2];
+} round_bufs_t;
+
+static void bufs_free(round_bufs_t *b)
+{
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->dout);
+    for (int x = 0; x < 2; ++x) {
+        free(b->o[x]);
+        free(b->lse[x]);
+        free(b->dq[x]);
+        free(b->dk[x]);
+        free(b->dv[x]);
+    }
+    memset(b, 0, sizeof(*b));
+}
+
+static int bufs_alloc(round_bufs_t *b, int64_t T, const nsp_attn_params_t *p)
+{
+    size_t qf = (size_t)T * (size_t)p->q_heads * (size_t)p->head_dim + 1;
+    size_t kf = (size_t)T * (size_t)p->kv_heads * (size_t)p->head_dim + 1;
+    size_t lf = (size_t)T * (size_t)p->q_heads + 1;
+    int    bad;
+
+    memset(b, 0, sizeof(*b));
+    b->q = malloc(qf * 4), b->dout = malloc(qf * 4), b->k = malloc(kf * 4), b->v = malloc(kf * 4);
+    bad = !b->q || !b->dout || !b->k || !b->v;
+    for (int x = 0; x < 2; ++x) {
+        /* Poisoned outputs: a row the driver forgets shows up as NaN. */
+        b->o[x] = malloc(qf * 4), b->dq[x] = malloc(qf * 4), b->lse[x] = malloc(lf * 4);
+        b->dk[x] = malloc(kf * 4), b->dv[x] = malloc(kf * 4);
+        bad |= !b->o[x] || !b->dq[x] || !b->lse[x] || !b->dk[x] || !b->dv[x];
+        if (!bad) {
+            memset(b->o[x], 0xff, qf * 4), memset(b->dq[x], 0xff, qf * 4);
+            memset(b->lse[x], 0xff, lf * 4), memset(b->dk[x], 0xff, kf * 4);
+            memset(b->dv[x], 0xff, kf * 4);
+        }
+    }
+    return bad ? -1 : 0;
+}
+
+static nsp_status_t make_attn(rank_ctx_t *c, const nt_case_t *mc, const nsp_layout_t *lay,
+                              const nsp_attn_params_t *p, int serial, nsp_nested_attn_t **attn)
+{
+    nsp_nested_attn_params_t ap;
+
+    memset(&ap, 0, sizeof(ap));
+    ap.attn       = *p;
+    ap.field_mask = NSP_NESTED_ATTN_FIELD_SERIAL | NSP_NESTED_ATTN_FIELD_SLICES;
+    ap.serial     = serial;
+    ap.max_slices = serial ? 1 : 3; /* different slicing, same numbers */
+    if (mc->custom_kernel) {
+        c->ck.nq  = p->q_heads;
+        c->ck.nkv = p->kv_heads;
+        nsp_attn_kernel_reference(&c->ck.ref);
+        ap.field_mask |= NSP_NESTED_ATTN_FIELD_KERNEL;
+        ap.kernel = (nsp_attn_kernel_t){.fwd = check_fwd, .bwd = check_bwd, .ctx = &c->ck};
+    }
+    return nsp_nested_attn_create(c->tree, lay, &ap, attn);
+}
+
+static void note_err(rank_ctx_t *c, int which, double diff, double scale, int lse)
+{
+    double rel = diff / (lse ? (scale > 1.0 ? scale : 1.0) : (scale > 0.0 ? scale : 1.0));
+
+    c->err[which] = rel > c->err[which] || isnan(rel) ? rel : c->err[which];
+}
+
+static int compare_ref(rank_ctx_t *c, const nt_ref_t *ref, const nsp_layout_t *lay,
+                       const round_bufs_t *b)
+{
+    double s, d;
+
+    d = nt_max_diff(ref, lay, ref->o, ref->nq, ref->D, b->o[0], &s);
+    note_err(c, V_ERR_O, d, s, 0);
+    d = nt_max_diff(ref, lay, ref->lse, ref->nq, 1, b->lse[0], &s);
+    note_err(c, V_ERR_LSE, d, s, 1);
+    d = nt_max_diff(ref, lay, ref->dq, ref->nq, ref->D, b->dq[0], &s);
+    note_err(c, V_ERR_DQ, d, s, 0);
+    d = nt_max_diff(ref, lay, ref->dk, ref->nkv, ref->D, b->dk[0], &s);
+    note_err(c, V_ERR_DK, d, s, 0);
+    d = nt_max_diff(ref, lay, ref->dv, ref->nkv, ref->D, b->dv[0], &s);
+    note_err(c, V_ERR_DV, d, s, 0);
+    for (int x = 0; x < 5; ++x) {
+        if (!(c->err[x] <= NT_TOL)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Runs A (pipelined, saved) and B (serial, stateless) must agree bit for bit. */
+static double diff_ab(const round_bufs_t *b, int64_t T, const nsp_attn_params_t *p)
+{
+    size_t qf = (size_t)T * (size_t)p->q_heads * (size_t)p->head_dim;
+    size_t kf = (size_t)T * (size_t)p->kv_heads * (size_t)p->head_dim;
+    size_t lf = (size_t)T * (size_t)p->q_heads;
+
+    return (double)((memcmp(b->o[0], b->o[1], qf * 4) != 0) +
+                    (memcmp(b->lse[0], b->lse[1], lf * 4) != 0) +
+                    (memcmp(b->dq[0], b->dq[1], qf * 4) != 0) +
+                    (memcmp(b->dk[0], b->dk[1], kf * 4) != 0) +
+                    (memcmp(b->dv[0], b->dv[1], kf * 4) != 0));
+}
+
+static int run_round(rank_ctx_t *c, const nt_case_t *mc, int p, int round)
+{
+    const nsp_attn_params_t *ap = &mc->attn[p];
+    const nt_ref_t          *ref = &mc->refs[p];
+    nsp_layout_t            *lay = NULL;
+    nsp_layout_info_t        info;
+    nsp_nested_attn_t       *attn[2] = {NULL, NULL};
+    nsp_nested_attn_saved_t *saved = NULL;
+    nsp_nested_attn_stats_t  st;
+    round_bufs_t             b;
+    int                      rc = 1;
+
+    memset(&b, 0, sizeof(b));
+    if (nsp_layout_create(mc->plans[p], round, c->rank, &lay) != NSP_OK ||
+        nsp_layout_query(lay, &info) != NSP_OK) {
+        FAIL("plan %d round %d: layout: %s", p, round, nsp_last_error());
+    }
+    if (bufs_alloc(&b, info.local_tokens, ap) != 0) {
+        FAIL("plan %d round %d: no memory", p, round);
+    }
+    nt_gather(ref, lay, ref->q, ap->q_heads, ap->head_dim, b.q);
+    nt_gather(ref, lay, ref->k, ap->kv_heads, ap->head_dim, b.k);
+    nt_gather(ref, lay, ref->v, ap->kv_heads, ap->head_dim, b.v);
+    nt_gather(ref, lay, ref->dout, ap->q_heads, ap->head_dim, b.dout);
+    for (int x = 0; x < 2; ++x) {
+        if (make_attn(c, mc, lay, ap, x, &attn[x]) != NSP_OK) {
+            FAIL("plan %d round %d: create (%s): %s", p, round, x ? "serial" : "pipelined",
+                 nsp_last_error());
+        }
+    }
+    if (nsp_nested_attn_fwd(attn[0], b.q, b.k, b.v, b.o[0], b.lse[0], &saved, &st) != NSP_OK ||
+        nsp_nested_attn_bwd(attn[0], saved, NULL, NULL, NULL, NULL, NULL, b.dout, b.dq[0],
+                            b.dk[0], b.dv[0], NULL) != NSP_OK) {
+        FAIL("plan %d round %d: pipelined: %s", p, round, nsp_last_error());
+    }
+    for (int l = 0; l < st.nlevels; ++l) {
+        c->ring_bytes += (double)st.level[l].ring_bytes;
+    }
+    if (nsp_nested_attn_fwd(attn[1], b.q, b.k, b.v, b.o[1], b.lse[1], NULL, NULL) != NSP_OK ||
+        nsp_nested_attn_bwd(attn[1], NULL, b.q, b.k, b.v, b.o[1], b.lse[1], b.dout, b.dq[1],
+                            b.dk[1], b.dv[1], NULL) != NSP_OK) {
+        FAIL("plan %d round %d: serial: %s", p, round, nsp_last_error());
+    }
+    if (compare_ref(c, ref, lay, &b) != 0) {
+        FAIL("plan %d round %d (%d levels): error vs reference o %.2e lse %.2e dq %.2e dk %.2e "
+             "dv %.2e", p, round, info.nlevels, c->err[0], c->err[1], c->err[2], c->err[3],
+             c->err[4]);
+    }
+    c->diff_ab += diff_ab(&b, info.local_tokens, ap);
+    c->rounds += 1;
+    rc = 0;
+out:
+    nsp_nested_attn_saved_free(saved);
+    nsp_nested_attn_destroy(attn[0]);
+    nsp_nested_attn_destroy(attn[1]);
+    nsp_layout_free(lay);
+    bufs_free(&b);
+    return rc;
+}
+
+static int setup(rank_ctx_t *c, const nt_case_t *mc, int rank, int nranks)
+{
+    nsp_config_t cfg = NSP_CONFIG_INITIALIZER;
+    int          degrees[2] = {1, nranks};
+
+    memset(c, 0, sizeof(*c));
+    c->rank   = rank;
+    c->nranks = nranks;
+    cfg.timeout_s = mc->timeout_s;
+    if (nsp_comm_init_rank(&c->comm, nranks, mc->id, rank, &cfg) != NSP_OK) {
+        mp_note("init: %s", nsp_last_error());
+        return -1;
+    }
+    if (nsp_tree_create(c->comm, mc->sparse_tree ? degrees : NULL, mc->sparse_tree ? 2 : 0,
+                        &c->tree) != NSP_OK) {
+        mp_note("tree: %s", nsp_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static void teardown(rank_ctx_t *c)
+{
+    nsp_tree_destroy(c->tree);
+    nsp_comm_destroy(c->comm);
+    nsp_a2a_release_cache();
+}
+
+static int rank_main(int rank, int nranks, void *arg)
+{
+    const nt_case_t *mc = arg;
+    rank_ctx_t       c;
+    int              rc = 1;
+
+    if (setup(&c, mc, rank, nranks) != 0) {
+        return 2;
+    }
+    for (int p = 0; p < mc->nplans; ++p) {
+        for (int r = 0; r < mc->plans[p]->nrounds; ++r) {
+            if (run_round(&c, mc, p, r) != 0) {
+                goto out;
+            }
+        }
+    }
+    rc = 0;
+out:
+    for (int x = 0; x < 5; ++x) {
+        mp_set_value(V_ERR_O + x, c.err[x]);
+    }
+    mp_set_value(V_DIFF_AB, c.diff_ab);
+    mp_set_value(V_ROUNDS, c.rounds);
+    mp_set_value(V_KCALLS, c.ck.calls);
+    mp_set_value(V_KBAD, c.ck.bad);
+    mp_set_value(V_RING_BYTES, c.ring_bytes);
+    teardown(&c);
+    return rc;
+}
+
+/*
+ * Error case (plan 0 has a level on some ranks whose Ulysses degree does not
+ * divide the heads): create fails on every rank with NSP_ERR_INVALID_ARG;
+ * then with valid heads (plan 1's params), rank 1 passes a NULL q and every
+ * rank's forward fails likewise; a correct forward still works afterwards.
+ */
+static int rank_errors(int rank, int nranks, void *arg)
+{
+    const nt_case_t  *mc = arg;
+    rank_ctx_t        c;
+    nsp_layout_t     *lay = NULL;
+    nsp_layout_info_t info;
+    nsp_nested_attn_t *attn = NULL;
+    round_bufs_t      b;
+    nsp_status_t      st;
+    int               rc = 1;
+
+    memset(&b, 0, sizeof(b));
+    if (setup(&c, mc, rank, nranks) != 0) {
+        return 2;
+    }
+    if (nsp_layout_create(mc->plans[0], 0, rank, &lay) != NSP_OK ||
+        nsp_layout_query(lay, &info) != NSP_OK ||
+        bufs_alloc(&b, info.local_tokens, &mc->attn[1]) != 0) {
+        FAIL("setup: %s", nsp_last_error());
+    }
+    st = make_attn(&c, mc, lay, &mc->attn[0], 0, &attn);
+    if (st != NSP_ERR_INVALID_ARG || attn != NULL) {
+        FAIL("create with heads %d over a degree-%d level gave %s", mc->attn[0].q_heads,
+             nranks / 2, nsp_status_string(st));
+    }
+    mp_note("create: %s", nsp_last_error());
+    if (make_attn(&c, mc, lay, &mc->attn[1], 0, &attn) != NSP_OK) {
+        FAIL("create with valid heads: %s", nsp_last_error());
+    }
+    nt_gather(&mc->refs[1], lay, mc->refs[1].q, mc->attn[1].q_heads, mc->attn[1].head_dim, b.q);
+    nt_gather(&mc->refs[1], lay, mc->refs[1].k, mc->attn[1].kv_heads, mc->attn[1].head_dim, b.k);
+    nt_gather(&mc->refs[1], lay, mc->refs[1].v, mc->attn[1].kv_heads, mc->attn[1].head_dim, b.v);
+    st = nsp_nested_attn_fwd(attn, rank == 1 ? NULL : b.q, b.k, b.v, b.o[0], b.lse[0], NULL,
+                             NULL);
+    if (st != NSP_ERR_INVALID_ARG) {
+        FAIL("forward with a NULL q on rank 1 gave %s", nsp_status_string(st));
+    }
+    st = nsp_nested_attn_fwd(attn, b.q, b.k, b.v, b.o[0], b.lse[0], NULL, NULL);
+    if (st != NSP_OK) {
+        FAIL("forward after the failed one: %s", nsp_last_error());
+    }
+    c.rounds = 1;
+    rc = 0;
+out:
+    mp_set_value(V_ROUNDS, c.rounds);
+    nsp_nested_attn_destroy(attn);
+    nsp_layout_free(lay);
+    bufs_free(&b);
+    teardown(&c);
+    return rc;
+}
+
+/* ---- cases ----------------------------------------------------------------- */
+
+static void case_free(nt_case_t *mc)
+{
+    for (int p = 0; p < mc->nplans; ++p) {
+        nsp_plan_free(mc->plans[p]);
+        nt_ref_free(&mc->refs[p]);
+    }
+    memset(mc, 0, sizeof(*mc));
+}
+
+/* Add a plan (owned by the case from now) with its attention shape. */
+static int case_add_mask(nt_case_t *mc, nsp_plan_t *plan, int nq, int nkv, int D, int causal,
+                         uint64_t seed)
+{
+    nsp_attn_params_t p = NSP_ATTN_PARAMS_INIT(nq, nkv, D);
+
+    p.causal = causal;
+    if (plan == NULL) {
+        tap_diag("plan: %s", nsp_last_error());
+        return -1;
+    }
+    mc->plans[mc->nplans] = plan;
+    mc->attn[mc->nplans]  = p;
+    if (nt_ref_make(plan, &p, seed, &mc->refs[mc->nplans]) != 0) {
+        return -1;
+    }
+    mc->nplans++;
+    return 0;
+}
+
+static int case_add(nt_case_t *mc, nsp_plan_t *plan, int nq, int nkv, int D, uint64_t seed)
+{
+    return case_add_mask(mc, plan, nq, nkv, D, 1, seed);
+}
+
+static void run_case(int nranks, nt_case_t *mc, const char *what)
+{
+    mp_result_t res;
+    double      err[5] = {0}, ab = 0, rounds = 0, kcalls = 0, kbad = 0, ring = 0;
+
+    mc->timeout_s = 30.0;
+    if (nsp_get_unique_id(&mc->id) != NSP_OK) {
+        tap_ok(0, "%d ranks, %s: unique id: %s", nranks, what, nsp_last_error());
+        return;
+    }
+    fflush(stdout);
+    mp_run(nranks, 55.0, mc->error_case ? rank_errors : rank_main, mc, &res);
+    for (int r = 0; r < nranks; ++r) {
+        for (int x = 0; x < 5; ++x) {
+            err[x] = res.rank[r].value[x] > err[x] ? res.rank[r].value[x] : err[x];
+        }
+        ab += res.rank[r].value[V_DIFF_AB];
+        rounds += res.rank[r].value[V_ROUNDS];
+        kcalls += res.rank[r].value[V_KCALLS];
+        kbad += res.rank[r].value[V_KBAD];
+        ring += res.rank[r].value[V_RING_BYTES];
+    }
+    if (!tap_ok(mp_all_ok(&res), "%d ranks, %s (%.1f s)", nranks, what, res.elapsed_s)) {
+        mp_diag(&res);
+        return;
+    }
+    if (mc->error_case) {
+        tap_diag("rank %d saw: %s", nranks - 1, res.rank[nranks - 1].note);
+        tap_ok(rounds == nranks, "%d ranks: every rank failed together and recovered",
+               nranks);
+        return;
+    }
+    tap_ok(rounds > 0 && err[0] <= NT_TOL && err[1] <= NT_TOL && err[2] <= NT_TOL &&
+               err[3] <= NT_TOL && err[4] <= NT_TOL,
+           "%d ranks, %s: %.0f rank-rounds within %.0e of the reference (worst o %.1e lse %.1e "
+           "dq %.1e dk %.1e dv %.1e)", nranks, what, rounds, NT_TOL, err[0], err[1], err[2],
+           err[3], err[4]);
+    tap_ok(ab == 0, "%d ranks, %s: serial + stateless backward equal pipelined + saved bit "
+           "for bit (%.0f differing tensors)", nranks, what, ab);
+    if (mc->custom_kernel) {
+        tap_ok(kcalls > 0 && kbad == 0, "%d ranks, %s: the framework kernel was called %.0f "
+               "times, every batch well formed (%.0f bad)", nranks, what, kcalls, kbad);
+    }
+    mc->ring_bytes = ring;
+}
+
+static uint64_t case_seed(int nranks, int kind)
+{
+    return 0x5eed0000u + 100u * (uint64_t)nranks + (uint64_t)kind;
+}
+
+static int degree_list(int nranks, int *deg)
+{
+    int nd = 0;
+
+    for (int d = 1; d <= nranks; d *= 2) {
+        deg[nd++] = d;
+    }
+    return nd;
+}
+
+/* Random nested Ulysses plans: GQA 8 / 2, D 16. */
+static void case_nested(int nranks)
+{
+    nt_case_t     mc;
+    nsp_model_t   model;
+    nsp_cluster_t cluster;
+    int           deg[8], nd = degree_list(nranks, deg);
+    uint64_t      rng = case_seed(nranks, 1);
+
+    memset(&mc, 0, sizeof(mc));
+    nt_model(8, 2, 16, &model);
+    nt_cluster(nranks, &cluster);
+    for (int p = 0; p < 4; ++p) {
+        nsp_plan_t *plan = nt_random_nested(&rng, &model, &cluster, deg, nd,
+                                            4 + (int)nt_range(&rng, 0, 10), 96 * nranks);
+        if (case_add(&mc, plan, 8, 2, 16, nt_rand(&rng)) != 0) {
+            tap_ok(0, "%d ranks: random nested plans: setup", nranks);
+            case_free(&mc);
+            return;
+        }
+    }
+    run_case(nranks, &mc, "random nested plans, GQA 8/2 (KV replicated above degree 2)");
+    case_free(&mc);
+}
+
+/* The three planners on one long-tailed batch, a framework kernel. */
+static void case_planners(int nranks)
+{
+    nt_case_t     mc;
+    nsp_model_t   model;
+    nsp_cluster_t cluster;
+    uint64_t      rng = case_seed(nranks, 2);
+    int64_t       lens[24];
+    int           n = 10 + nranks;
+
+    memset(&mc, 0, sizeof(mc));
+    nt_model(8, 2, 16, &model);
+    nt_cluster(nranks, &cluster);
+    for (int i = 0; i < n; ++i) {
+        lens[i] = nt_long_tailed(&rng, 120 * nranks);
+    }
+    for (int k = 0; k < 3; ++k) {
+        nsp_planner_params_t pp;
+        nsp_plan_t          *plan = NULL;
+        memset(&pp, 0, sizeof(pp));
+        pp.kind = (nsp_planner_kind_t)k;
+        pp.field_mask   = NSP_PLANNER_FIELD_TIME_LIMIT;
+        pp.time_limit_s = 0.2;
+        if (nsp_plan_create(&model, &cluster, lens, n, &pp, &plan) != NSP_OK) {
+            tap_diag("planner %d: %s", k, nsp_last_error());
+            plan = NULL;
+        }
+        if (case_add(&mc, plan, 8, 2, 16, nt_rand(&rng)) != 0) {
+            tap_ok(0, "%d ranks: planners: setup", nranks);
+            case_free(&mc);
+            return;
+        }
+    }
+    mc.custom_kernel = 1;
+    run_case(nranks, &mc, "plans of the static, disjoint and nested planners, framework kernel");
+    case_free(&mc);
+}
+
+/* Hand-built plans with ring groups; n_q = 4 so degree 8 needs a ring. */
+static int ring_plans(int nranks, uint64_t *rng, nt_case_t *mc, int sparse)
+{
+    nsp_model_t   model;
+    nsp_cluster_t cluster;
+    /* Per plan: groups (round, rank0, size, ring) and which group each
+     * sequence goes to (cycled), for 2, 4 and 8 ranks. */
+    static const nt_group_t g2[][4] = {
+        {{0, 0, 2, 2}, {0, 0, 1, 1}, {0, 1, 1, 1}},
+        {{0, 0, 2, 2}, {1, 0, 2, 1}, {1, 1, 1, 1}}};
+    static const nt_group_t g4[][6] = {
+        {{0, 0, 4, 2}, {0, 0, 2, 1}, {0, 2, 2, 2}, {0, 1, 1, 1}, {0, 3, 1, 1}},
+        {{0, 0, 4, 4}, {0, 2, 2, 2}, {0, 0, 1, 1}, {1, 0, 4, 2}, {1, 2, 1, 1}}};
+    static const nt_group_t g8[][6] = {
+        {{0, 0, 8, 2}, {0, 4, 4, 1}, {0, 0, 2, 1}, {0, 2, 2, 2}, {0, 5, 1, 1}, {0, 6, 1, 1}},
+        {{0, 0, 8, 8}, {0, 0, 4, 4}, {0, 4, 2, 2}, {0, 7, 1, 1}},
+        {{0, 0, 8, 4}, {0, 4, 4, 2}, {0, 2, 2, 1}, {0, 0, 1, 1}, {1, 0, 8, 2}}};
+    static const nt_group_t s8[][3] = { /* tree {1, 8}: degrees 2 and 4 over the world */
+        {{0, 4, 4, 2}, {0, 0, 2, 2}, {0, 2, 2, 1}},
+        {{0, 0, 4, 4}, {0, 4, 2, 2}, {0, 6, 2, 1}}};
+    const nt_group_t *gs;
+    int               ngroups, nplans, stride;
+
+    nt_cluster(nranks, &cluster);
+    if (sparse) {
+        gs = &s8[0][0], stride = 3, nplans = 2;
+    } else if (nranks == 2) {
+        gs = &g2[0][0], stride = 4, nplans = 2;
+    } else if (nranks == 4) {
+        gs = &g4[0][0], stride = 6, nplans = 2;
+    } else {
+        gs = &g8[0][0], stride = 6, nplans = 3;
+    }
+    for (int p = 0; p < nplans; ++p) {
+        const nt_group_t *g = gs + p * stride;
+        int64_t           lens[16];
+        int               sg[16], n = 6 + (int)nt_range(rng, 0, 6);
+        int               nkv = p % 2 == 0 ? 2 : 1; /* u = 2, 4 above n_kv: replicated */
+        for (ngroups = 0; ngroups < stride && g[ngroups].size > 0; ++ngroups) {
+        }
+        for (int i = 0; i < n; ++i) {
+            sg[i]   = i % ngroups;
+            lens[i] = g[sg[i]].ring > 1 ? 2 * g[sg[i]].size + nt_long_tailed(rng, 80 * nranks)
+                                        : nt_long_tailed(rng, 40 * nranks);
+            if (i == ngroups) {
+                lens[i] = nt_range(rng, 1, 2 * g[sg[i]].ring - 1); /* empty zigzag chunks */
+            }
+        }
+        nt_model(4, nkv, 16, &model);
+        /* The last plan without the causal mask: every ring step is full. */
+        if (case_add_mask(mc, nt_plan(&model, &cluster, lens, n, g, ngroups, sg), 4, nkv, 16,
+                          p + 1 < nplans, nt_rand(rng)) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void case_ring(int nranks, int sparse)
+{
+    nt_case_t mc;
+    uint64_t  rng = case_seed(nranks, sparse ? 4 : 3);
+    double    ring_bytes;
+
+    memset(&mc, 0, sizeof(mc));
+    if (ring_plans(nranks, &rng, &mc, sparse) != 0) {
+        tap_ok(0, "%d ranks: ring plans: setup", nranks);
+        case_free(&mc);
+        return;
+    }
+    mc.sparse_tree = sparse;
+    run_case(nranks, &mc, sparse ? "ring and Ulysses x ring groups on a tree {1, N} (rings and "
+                                   "all-to-alls over the world)"
+                                 : "ring (u = 1) and Ulysses x ring groups, n_q 4, KV "
+                                   "replicated, causal and full");
+    ring_bytes = mc.ring_bytes;
+    tap_ok(ring_bytes > 0, "%d ranks, ring groups: KV blocks went around the rings (%.0f "
+           "bytes)", nranks, ring_bytes);
+    case_free(&mc);
+}
+
+static void case_errors(int nranks)
+{
+    nt_case_t     mc;
+    nsp_model_t   model;
+    nsp_cluster_t cluster;
+    /* A degree nranks/2 group on the first half, level 0 on the others. */
+    nt_group_t g[3] = {{0, 0, nranks / 2, 1}, {0, nranks / 2, 1, 1}, {0, nranks - 1, 1, 1}};
+    int64_t    lens[3] = {37, 11, 5};
+    int        sg[3] = {0, 1, 2};
+
+    memset(&mc, 0, sizeof(mc));
+    nt_model(8, 2, 16, &model);
+    nt_cluster(nranks, &cluster);
+    if (case_add(&mc, nt_plan(&model, &cluster, lens, 3, g, 3, sg), 8, 2, 16, 7) != 0 ||
+        case_add(&mc, nt_plan(&model, &cluster, lens, 3, g, 3, sg), 8, 2, 16, 7) != 0) {
+        tap_ok(0, "%d ranks: error case setup", nranks);
+        case_free(&mc);
+        return;
+    }
+    /* Plan 0's heads: nranks/2 does not divide them. */
+    mc.attn[0] = (nsp_attn_params_t)NSP_ATTN_PARAMS_INIT(nranks / 2 - 1, 1, 16);
+    mc.error_case = 1;
+    run_case(nranks, &mc, "a level that cannot shard the heads, then a NULL buffer on one "
+             "rank: all ranks fail, none hangs");
+    case_free(&mc);
+}
+
+int main(int argc, char **argv)
+{
+    int only = argc > 1 ? atoi(argv[1]) : 0; /* argv[1]: one rank count (debugging) */
+    int sizes[] = {2, 4, 8};
+
+    for (int k = 0; k < 3; ++k) {
+        int n = sizes[k];
+        if (only && n != only) {
+            continue;
+        }
+        case_nested(n);
+        case_planners(n);
+        case_ring(n, 0);
+        if (n == 8) {
+            case_ring(n, 1);
+        }
+        if (n >= 4) {
+            case_errors(n);
+        }
+    }
+    return tap_done();
+}
