@@ -1,1 +1,50 @@
 # src/planner: the three planners and nsp_plan_create (static, disjoint, nested)
+libnspcomm_planner_la_SOURCES += \
+	src/planner/planner.c \
+	src/planner/static.c \
+	src/planner/route.c \
+	src/planner/nested.c \
+	src/planner/disjoint.c
+noinst_HEADERS += \
+	src/planner/planners.h \
+	src/planner/route.h \
+	src/planner/disjoint.h
+
+# The disjoint planner's MILP (CBC and/or GLPK, both optional) in a
+# convenience library, so only this file sees the solver's include path.
+noinst_LTLIBRARIES += src/planner/libnsp_milp.la
+src_planner_libnsp_milp_la_SOURCES = src/planner/milp.c
+src_planner_libnsp_milp_la_CPPFLAGS = $(AM_CPPFLAGS)
+libnspcomm_planner_la_LIBADD += src/planner/libnsp_milp.la
+if NSP_CBC
+src_planner_libnsp_milp_la_CPPFLAGS += $(CBC_CFLAGS)
+libnspcomm_planner_la_LIBADD += $(CBC_LIBS)
+endif
+if NSP_GLPK
+libnspcomm_planner_la_LIBADD += $(GLPK_LIBS)
+endif
+
+# ---------------------------------------------------------------------------
+# Tests of the planners (tests/planners/): invariants over random batches,
+# bad input, and targeted cases.
+# ---------------------------------------------------------------------------
+PLANNERS_TEST_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
+PLANNERS_TEST_LDADD = tests/libnsptest.la libnspcomm_planner.la -lm
+PLANNERS_TESTS = \
+	tests/planners/test_planners \
+	tests/planners/test_planner_input \
+	tests/planners/test_planner_cases
+check_PROGRAMS += $(PLANNERS_TESTS)
+TESTS += $(PLANNERS_TESTS)
+tests_planners_test_planners_SOURCES = tests/planners/test_planners.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_planners_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
+tests_planners_test_planners_LDADD = $(PLANNERS_TEST_LDADD)
+tests_planners_test_planner_input_SOURCES = tests/planners/test_planner_input.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_planner_input_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
+tests_planners_test_planner_input_LDADD = $(PLANNERS_TEST_LDADD)
+tests_planners_test_planner_cases_SOURCES = tests/planners/test_planner_cases.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_planner_cases_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
+tests_planners_test_planner_cases_LDADD = $(PLANNERS_TEST_LDADD)

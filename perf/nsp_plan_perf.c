@@ -1,0 +1,313 @@
+/*
+ * perf/nsp_plan_perf: time planning alone. One batch is drawn from a length
+ * file (DESIGN §5.3) and planned `repeats` times by each chosen planner; the
+ * table gives min / median / max wall milliseconds per plan (one core, the
+ * calling thread), with the plan's predicted step and gap to the lower bound.
+ *
+ *   perf/nsp_plan_perf [--ranks N] [--seqs M | --tokens T] [--workload FILE]
+ *                      [--model NAME] [--cluster NAME] [--max-len S] [--seed K]
+ *                      [--repeats R] [--planners static,disjoint,nested]
+ *                      [--time-limit S] [--json FILE]
+ *
+ * Defaults: 64 ranks, 32768 tokens per rank, the shipped Wikipedia lengths,
+ * qwen3-30b-a3b on h100, max length 393216, 10 repeats, all three planners.
+ * --seqs M takes the first M sequences of a large enough draw instead of a
+ * token budget.
+ */
+#include "nspcomm.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#ifndef NSP_ABS_TOP_SRCDIR
+#define NSP_ABS_TOP_SRCDIR "."
+#endif
+
+#define PERF_MAX_PLANNERS 3
+
+typedef struct perf_config {
+    int         ranks;
+    int64_t     tokens;      /* 0: 32768 per rank */
+    int         seqs;        /* > 0: exactly this many sequences */
+    char        workload[4096];
+    const char *model;
+    const char *cluster;
+    int64_t     max_len;
+    uint64_t    seed;
+    int         repeats;
+    int         planners[PERF_MAX_PLANNERS];
+    int         nplanners;
+    double      time_limit_s;
+    const char *json;
+} perf_config_t;
+
+typedef struct perf_result {
+    int      kind;
+    double   min_ms, median_ms, max_ms;
+    double   step_s, lower_bound_s;
+    int      rounds;
+    unsigned flags;
+} perf_result_t;
+
+static const char *const kind_names[PERF_MAX_PLANNERS] = {"static", "disjoint", "nested"};
+
+static double wall_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: nsp_plan_perf [--ranks N] [--seqs M | --tokens T] [--workload FILE]\n"
+            "                     [--model NAME] [--cluster NAME] [--max-len S] [--seed K]\n"
+            "                     [--repeats R] [--planners static,disjoint,nested]\n"
+            "                     [--time-limit S] [--json FILE]\n"
+            "Times planning alone (min/median/max over repeats) for each planner.\n");
+}
+
+static int parse_planners(const char *arg, perf_config_t *cfg)
+{
+    char  buf[256];
+    char *save = NULL;
+
+    snprintf(buf, sizeof(buf), "%s", arg);
+    cfg->nplanners = 0;
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        int k;
+        for (k = 0; k < PERF_MAX_PLANNERS; ++k) {
+            if (strcmp(tok, kind_names[k]) == 0) {
+                break;
+            }
+        }
+        if (k == PERF_MAX_PLANNERS || cfg->nplanners == PERF_MAX_PLANNERS) {
+            fprintf(stderr, "nsp_plan_perf: unknown planner '%s' (static, disjoint, nested)\n",
+                    tok);
+            return -1;
+        }
+        cfg->planners[cfg->nplanners++] = k;
+    }
+    return cfg->nplanners > 0 ? 0 : -1;
+}
+
+static int parse_args(int argc, char **argv, perf_config_t *cfg)
+{
+    static const struct option opts[] = {
+        {"ranks", required_argument, NULL, 'n'},   {"seqs", required_argument, NULL, 'm'},
+        {"tokens", required_argument, NULL, 't'},  {"workload", required_argument, NULL, 'w'},
+        {"model", required_argument, NULL, 'M'},   {"cluster", required_argument, NULL, 'C'},
+        {"max-len", required_argument, NULL, 'L'}, {"seed", required_argument, NULL, 's'},
+        {"repeats", required_argument, NULL, 'r'}, {"planners", required_argument, NULL, 'p'},
+        {"time-limit", required_argument, NULL, 'T'}, {"json", required_argument, NULL, 'J'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    const char *data = getenv("NSPCOMM_DATA_DIR");
+    int         c;
+
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->ranks   = 64;
+    cfg->model   = "qwen3-30b-a3b";
+    cfg->cluster = "h100";
+    cfg->max_len = 393216;
+    cfg->seed    = 1;
+    cfg->repeats = 10;
+    snprintf(cfg->workload, sizeof(cfg->workload), "%s/workloads/wikipedia-flexsp.txt",
+             (data != NULL && data[0] != '\0') ? data : NSP_ABS_TOP_SRCDIR "/data");
+    parse_planners("static,disjoint,nested", cfg);
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n': cfg->ranks = atoi(optarg); break;
+        case 'm': cfg->seqs = atoi(optarg); break;
+        case 't': cfg->tokens = atoll(optarg); break;
+        case 'w': snprintf(cfg->workload, sizeof(cfg->workload), "%s", optarg); break;
+        case 'M': cfg->model = optarg; break;
+        case 'C': cfg->cluster = optarg; break;
+        case 'L': cfg->max_len = atoll(optarg); break;
+        case 's': cfg->seed = strtoull(optarg, NULL, 10); break;
+        case 'r': cfg->repeats = atoi(optarg); break;
+        case 'p':
+            if (parse_planners(optarg, cfg) < 0) {
+                return -1;
+            }
+            break;
+        case 'T': cfg->time_limit_s = atof(optarg); break;
+        case 'J': cfg->json = optarg; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return -1;
+        }
+    }
+    if (cfg->ranks < 1 || cfg->repeats < 1 || cfg->max_len < 1 || cfg->seqs < 0 ||
+        cfg->tokens < 0) {
+        fprintf(stderr, "nsp_plan_perf: --ranks, --repeats and --max-len must be positive\n");
+        return -1;
+    }
+    if (cfg->tokens == 0) {
+        cfg->tokens = 32768LL * cfg->ranks;
+    }
+    return 0;
+}
+
+/* The batch: a token budget, or the first `seqs` sequences of a draw. */
+static nsp_status_t draw_batch(const perf_config_t *cfg, const nsp_workload_t *wl,
+                               int64_t **lens, int *nseqs)
+{
+    int64_t budget = cfg->tokens;
+
+    if (cfg->seqs <= 0) {
+        return nsp_workload_sample(wl, cfg->seed, 0, budget, cfg->max_len, lens, nseqs);
+    }
+    budget = (int64_t)cfg->seqs * 4096;
+    for (;;) {
+        nsp_status_t st = nsp_workload_sample(wl, cfg->seed, 0, budget, cfg->max_len, lens, nseqs);
+        if (st < 0) {
+            return st;
+        }
+        if (*nseqs >= cfg->seqs) {
+            *nseqs = cfg->seqs;
+            return NSP_OK;
+        }
+        free(*lens);
+        budget *= 2;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+static int time_planner(const perf_config_t *cfg, const nsp_model_t *model,
+                        const nsp_cluster_t *cluster, const int64_t *lens, int nseqs, int kind,
+                        perf_result_t *res)
+{
+    double              *ms = malloc(sizeof(double) * (size_t)cfg->repeats);
+    nsp_planner_params_t params;
+
+    if (ms == NULL) {
+        return -1;
+    }
+    memset(&params, 0, sizeof(params));
+    params.kind = (nsp_planner_kind_t)kind;
+    if (cfg->time_limit_s > 0) {
+        params.field_mask |= NSP_PLANNER_FIELD_TIME_LIMIT;
+        params.time_limit_s = cfg->time_limit_s;
+    }
+    res->kind = kind;
+    for (int r = 0; r < cfg->repeats; ++r) {
+        nsp_plan_t  *plan = NULL;
+        const double t0 = wall_s();
+        nsp_status_t st = nsp_plan_create(model, cluster, lens, nseqs, &params, &plan);
+        ms[r] = (wall_s() - t0) * 1e3;
+        if (st < 0) {
+            fprintf(stderr, "nsp_plan_perf: %s planner failed: %s\n", kind_names[kind],
+                    nsp_last_error());
+            free(ms);
+            return -1;
+        }
+        res->step_s        = plan->predicted.step_s;
+        res->lower_bound_s = plan->predicted.lower_bound_s;
+        res->rounds        = plan->nrounds;
+        res->flags         = plan->flags;
+        nsp_plan_free(plan);
+    }
+    qsort(ms, (size_t)cfg->repeats, sizeof(double), cmp_double);
+    res->min_ms    = ms[0];
+    res->max_ms    = ms[cfg->repeats - 1];
+    res->median_ms = (cfg->repeats % 2) ? ms[cfg->repeats / 2] :
+                     0.5 * (ms[cfg->repeats / 2 - 1] + ms[cfg->repeats / 2]);
+    free(ms);
+    return 0;
+}
+
+static void print_table(const perf_config_t *cfg, int nseqs, int64_t tokens,
+                        const perf_result_t *res, int nres)
+{
+    printf("# nsp_plan_perf: %s on %d x %s, %lld tokens in %d sequences (%s), max length "
+           "%lld, seed %llu, %d repeats\n", cfg->model, cfg->ranks, cfg->cluster,
+           (long long)tokens, nseqs, cfg->workload, (long long)cfg->max_len,
+           (unsigned long long)cfg->seed, cfg->repeats);
+    printf("#\n# %-9s %7s %8s %10s %10s %10s %10s %10s %8s %7s %s\n", "planner", "ranks", "seqs",
+           "tokens", "min_ms", "median_ms", "max_ms", "step_s", "step/LB", "rounds", "flags");
+    for (int k = 0; k < nres; ++k) {
+        const perf_result_t *r = &res[k];
+        printf("  %-9s %7d %8d %10lld %10.3f %10.3f %10.3f %10.4f %8.3f %7d %s%s\n",
+               kind_names[r->kind], cfg->ranks, nseqs, (long long)tokens, r->min_ms,
+               r->median_ms, r->max_ms, r->step_s,
+               r->lower_bound_s > 0 ? r->step_s / r->lower_bound_s : 0.0, r->rounds,
+               (r->flags & NSP_PLAN_FLAG_GREEDY_FALLBACK) ? "greedy-fallback " : "",
+               (r->flags & NSP_PLAN_FLAG_SOLVER_TIMEOUT) ? "solver-timeout" : "");
+    }
+    printf("# planning time: wall clock of nsp_plan_create on one core, min/median/max over "
+           "%d repeats\n", cfg->repeats);
+}
+
+static int write_json(const perf_config_t *cfg, int nseqs, int64_t tokens,
+                      const perf_result_t *res, int nres)
+{
+    FILE *f = fopen(cfg->json, "w");
+
+    if (f == NULL) {
+        fprintf(stderr, "nsp_plan_perf: cannot write %s\n", cfg->json);
+        return -1;
+    }
+    fprintf(f, "{\"format\": \"nspcomm-plan-perf-v1\", \"config\": {\"model\": \"%s\", "
+            "\"cluster\": \"%s\", \"ranks\": %d, \"seqs\": %d, \"tokens\": %lld, "
+            "\"max_len\": %lld, \"seed\": %llu, \"repeats\": %d}, \"results\": [",
+            cfg->model, cfg->cluster, cfg->ranks, nseqs, (long long)tokens,
+            (long long)cfg->max_len, (unsigned long long)cfg->seed, cfg->repeats);
+    for (int k = 0; k < nres; ++k) {
+        const perf_result_t *r = &res[k];
+        fprintf(f, "%s{\"planner\": \"%s\", \"min_ms\": %.6f, \"median_ms\": %.6f, "
+                "\"max_ms\": %.6f, \"step_s\": %.9g, \"lower_bound_s\": %.9g, \"rounds\": %d, "
+                "\"flags\": %u}", k ? ", " : "", kind_names[r->kind], r->min_ms, r->median_ms,
+                r->max_ms, r->step_s, r->lower_bound_s, r->rounds, r->flags);
+    }
+    fprintf(f, "]}\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    perf_config_t   cfg;
+    nsp_model_t     model;
+    nsp_cluster_t   cluster;
+    nsp_workload_t *wl = NULL;
+    int64_t        *lens = NULL, tokens = 0;
+    int             nseqs = 0, rc = 1;
+    perf_result_t   res[PERF_MAX_PLANNERS];
+
+    if (parse_args(argc, argv, &cfg) < 0) {
+        return 2;
+    }
+    if (nsp_model_preset(cfg.model, &model) < 0 ||
+        nsp_cluster_preset(cfg.cluster, cfg.ranks, &cluster) < 0 ||
+        nsp_workload_load(cfg.workload, &wl) < 0 || draw_batch(&cfg, wl, &lens, &nseqs) < 0) {
+        fprintf(stderr, "nsp_plan_perf: %s\n", nsp_last_error());
+        goto out;
+    }
+    for (int i = 0; i < nseqs; ++i) {
+        tokens += lens[i];
+    }
+    for (int k = 0; k < cfg.nplanners; ++k) {
+        if (time_planner(&cfg, &model, &cluster, lens, nseqs, cfg.planners[k], &res[k]) < 0) {
+            goto out;
+        }
+    }
+    print_table(&cfg, nseqs, tokens, res, cfg.nplanners);
+    if (cfg.json != NULL && write_json(&cfg, nseqs, tokens, res, cfg.nplanners) < 0) {
+        goto out;
+    }
+    rc = 0;
+out:
+    free(lens);
+    nsp_workload_free(wl);
+    return rc;
+}

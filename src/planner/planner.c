@@ -1,0 +1,365 @@
+/*
+ * nsp_plan_create(): validate one batch, resolve the planner parameters to
+ * their defaults, run the chosen planner (static.c, disjoint.c, nested.c),
+ * time it and log a one-line summary of the plan at INFO.
+ */
+#include "planner/planners.h"
+#include "common/log.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* Relative safety margin on the memory a planner may fill, so that a plan
+ * packed to the limit stays under it when re-evaluated in another order. */
+#define NSP_PLANNER_MEM_MARGIN 1e-6
+
+void nsp_seq_cost(const nsp_cost_t *cost, double s, int d, int recompute,
+                  nsp_seq_cost_t *out)
+{
+    const double rcf = recompute ? NSP_COST_RECOMPUTE_COMP : 1.0;
+    const double rcb = recompute ? NSP_COST_RECOMPUTE_A2A : 1.0;
+
+    out->comp_s    = rcf * nsp_cost_comp(cost, s, d) + nsp_cost_ep_time(cost, s / d);
+    out->bytes     = rcb * nsp_cost_a2a_bytes(cost, s, d);
+    out->mem_bytes = s / d * nsp_cost_act_bytes(cost, recompute);
+}
+
+nsp_status_t nsp_pack_aligned(const int *size, int n, int ranks, int *rank0_out)
+{
+    int *idx = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    int  next = 0;
+
+    if (idx == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "cannot allocate %d group indices", n);
+    }
+    /* Sort indices by size, largest first (stable by index: sizes are small
+     * integers, so a counting pass over distinct sizes would do as well). */
+    for (int i = 0; i < n; ++i) {
+        idx[i] = i;
+    }
+    for (int i = 1; i < n; ++i) {
+        int j = i, v = idx[i];
+        while (j > 0 && (size[idx[j - 1]] < size[v] ||
+                         (size[idx[j - 1]] == size[v] && idx[j - 1] > v))) {
+            idx[j] = idx[j - 1];
+            --j;
+        }
+        idx[j] = v;
+    }
+    for (int k = 0; k < n; ++k) {
+        const int i = idx[k];
+        if (next % size[i] != 0 || next + size[i] > ranks) {
+            free(idx);
+            return nsp_error(NSP_ERR_INTERNAL, "groups of %d ranks do not pack aligned into "
+                             "%d ranks at offset %d", size[i], ranks, next);
+        }
+        rank0_out[i] = next;
+        next += size[i];
+    }
+    free(idx);
+    return NSP_OK;
+}
+
+/* ---- parameter resolution --------------------------------------------- */
+
+static const char *planner_name(nsp_planner_kind_t kind)
+{
+    switch (kind) {
+    case NSP_PLANNER_STATIC:   return "static";
+    case NSP_PLANNER_DISJOINT: return "disjoint";
+    case NSP_PLANNER_NESTED:   return "nested";
+    }
+    return "unknown";
+}
+
+/* The default tree: 1, 2, 4, ... while valid, then the largest valid degree
+ * if it is a multiple of the last (e.g. 1, 2, 4, 8, 24 for 24 heads). */
+static void default_levels(const nsp_cost_t *cost, nsp_planner_input_t *in)
+{
+    int n = 0;
+
+    for (int d = 1; d <= cost->max_degree && n < NSP_PLANNER_MAX_LEVELS; d *= 2) {
+        if (nsp_cost_degree_valid(cost, d)) {
+            in->level_degrees[n++] = d;
+        }
+    }
+    if (n < NSP_PLANNER_MAX_LEVELS && in->level_degrees[n - 1] != cost->max_degree &&
+        cost->max_degree % in->level_degrees[n - 1] == 0) {
+        in->level_degrees[n++] = cost->max_degree;
+    }
+    in->nlevels = n;
+}
+
+static nsp_status_t resolve_levels(const nsp_planner_params_t *p, nsp_planner_input_t *in)
+{
+    const nsp_cost_t *cost = &in->cost;
+
+    if (!(p->field_mask & NSP_PLANNER_FIELD_LEVEL_DEGREES)) {
+        default_levels(cost, in);
+        return NSP_OK;
+    }
+    if (p->nlevels < 1 || p->nlevels > NSP_PLANNER_MAX_LEVELS || p->level_degrees == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "params.nlevels=%d must be in [1, %d] with "
+                         "params.level_degrees set", p->nlevels, NSP_PLANNER_MAX_LEVELS);
+    }
+    for (int l = 0; l < p->nlevels; ++l) {
+        const int d = p->level_degrees[l];
+        if (!nsp_cost_degree_valid(cost, d)) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees[%d]=%d is not a valid "
+                             "degree: it must divide q_heads=%d and be <= ranks=%d", l, d,
+                             cost->model.q_heads, cost->cluster.ranks);
+        }
+        if (l > 0 && (d <= p->level_degrees[l - 1] || d % p->level_degrees[l - 1] != 0)) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees must ascend and each "
+                             "divide the next so groups nest; got %d after %d", d,
+                             p->level_degrees[l - 1]);
+        }
+        in->level_degrees[l] = d;
+    }
+    in->nlevels = p->nlevels;
+    return NSP_OK;
+}
+
+static nsp_status_t resolve_params(const nsp_planner_params_t *p, nsp_planner_input_t *in)
+{
+    const nsp_cost_t *cost = &in->cost;
+
+    in->static_degree    = 0;
+    in->static_recompute = -1;
+    in->time_limit_s     = NSP_PLANNER_DEFAULT_TIME_LIMIT_S;
+    in->max_rounds       = NSP_PLANNER_DEFAULT_MAX_ROUNDS;
+    if (p->field_mask & NSP_PLANNER_FIELD_STATIC_DEGREE) {
+        if (!nsp_cost_degree_valid(cost, p->static_degree)) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "params.static_degree=%d is not a valid "
+                             "degree: it must divide q_heads=%d and be <= ranks=%d",
+                             p->static_degree, cost->model.q_heads, cost->cluster.ranks);
+        }
+        in->static_degree = p->static_degree;
+    }
+    if (p->field_mask & NSP_PLANNER_FIELD_STATIC_RECOMPUTE) {
+        if (p->static_recompute != 0 && p->static_recompute != 1) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "params.static_recompute=%d must be 0 or 1",
+                             p->static_recompute);
+        }
+        in->static_recompute = p->static_recompute;
+    }
+    if (p->field_mask & NSP_PLANNER_FIELD_TIME_LIMIT) {
+        if (!(p->time_limit_s > 0.0) || !isfinite(p->time_limit_s)) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "params.time_limit_s=%g must be a positive "
+                             "number of seconds", p->time_limit_s);
+        }
+        in->time_limit_s = p->time_limit_s;
+    }
+    if (p->field_mask & NSP_PLANNER_FIELD_MAX_ROUNDS) {
+        if (p->max_rounds < 1) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "params.max_rounds=%d must be >= 1",
+                             p->max_rounds);
+        }
+        in->max_rounds = p->max_rounds;
+    }
+    if ((p->field_mask & NSP_PLANNER_FIELD_ENABLE_RING) && p->enable_ring) {
+        return nsp_error(NSP_ERR_UNSUPPORTED, "params.enable_ring: ring degrees are not part "
+                         "of cost model v1 yet; plans use Ulysses degrees only (leave "
+                         "enable_ring 0)");
+    }
+    return resolve_levels(p, in);
+}
+
+/* ---- input validation -------------------------------------------------- */
+
+/* The largest degree the chosen planner may put a sequence at. */
+static int largest_degree(const nsp_planner_input_t *in, nsp_planner_kind_t kind)
+{
+    if (kind == NSP_PLANNER_STATIC && in->static_degree > 0) {
+        return in->static_degree;
+    }
+    if (kind == NSP_PLANNER_STATIC) {
+        return in->cost.max_degree;
+    }
+    return in->level_degrees[in->nlevels - 1];
+}
+
+static nsp_status_t check_lengths(const int64_t *lens, int nseqs)
+{
+    for (int i = 0; i < nseqs; ++i) {
+        if (lens[i] <= 0) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "sequence %d has length %lld; every length "
+                             "must be a positive number of tokens", i, (long long)lens[i]);
+        }
+    }
+    return NSP_OK;
+}
+
+/* Every sequence must fit on its own at the largest degree with recompute. */
+static nsp_status_t check_memory(const nsp_planner_input_t *in, int dmax)
+{
+    const nsp_cost_t *cost  = &in->cost;
+    const double      fixed = cost->fixed_mem_bytes;
+    const double      M     = cost->cluster.mem_bytes;
+    const double      a_rc  = cost->act_bytes_recompute;
+
+    if (in->mem_cap <= 0.0) {
+        return nsp_error(NSP_ERR_INFEASIBLE, "model states and workspace need %.2f GiB per "
+                         "rank (16*P/N = %.2f GiB + W = %.2f GiB) but a rank has %.2f GiB: "
+                         "use more ranks or a smaller model", fixed / GIB,
+                         16.0 * cost->model.params / cost->cluster.ranks / GIB,
+                         cost->cluster.workspace_bytes / GIB, M / GIB);
+    }
+    for (int i = 0; i < in->nseqs; ++i) {
+        const double act = (double)in->lens[i] / dmax * a_rc;
+        if (act > in->mem_cap) {
+            const double fit = floor(in->mem_cap / a_rc * dmax);
+            return nsp_error(NSP_ERR_INFEASIBLE, "sequence %d (length %lld tokens) cannot be "
+                             "placed: even at the largest degree %d with recomputation it "
+                             "needs %.2f GiB per rank (%.2f GiB of activations + %.2f GiB of "
+                             "model states and workspace) but a rank has %.2f GiB; cut "
+                             "sequences to at most %.0f tokens or use a model/cluster with a "
+                             "larger valid degree", i, (long long)in->lens[i], dmax,
+                             (act + fixed) / GIB, act / GIB, fixed / GIB, M / GIB, fit);
+        }
+    }
+    return NSP_OK;
+}
+
+/* Longest first; equal lengths by index, so the order is deterministic. A
+ * stable LSD radix sort on (longest - length), 11 bits a pass: O(n). */
+#define ORDER_RADIX_BITS 11
+static nsp_status_t make_order(const int64_t *lens, int nseqs, int **order_p)
+{
+    const size_t nb = (size_t)1 << ORDER_RADIX_BITS;
+    int         *order = malloc(sizeof(int) * (size_t)(nseqs > 0 ? nseqs : 1));
+    int         *tmp   = malloc(sizeof(int) * (size_t)(nseqs > 0 ? nseqs : 1));
+    size_t      *cnt   = malloc(sizeof(size_t) * nb);
+    int64_t      longest = 0;
+
+    if (order == NULL || tmp == NULL || cnt == NULL) {
+        free(order);
+        free(tmp);
+        free(cnt);
+        return nsp_error(NSP_ERR_NO_MEMORY, "cannot allocate the order of %d sequences", nseqs);
+    }
+    for (int i = 0; i < nseqs; ++i) {
+        order[i] = i;
+        longest  = lens[i] > longest ? lens[i] : longest;
+    }
+    for (int shift = 0; shift < 63 && (longest >> shift) > 0; shift += ORDER_RADIX_BITS) {
+        size_t sum = 0;
+        memset(cnt, 0, sizeof(size_t) * nb);
+        for (int k = 0; k < nseqs; ++k) {
+            cnt[(uint64_t)(longest - lens[order[k]]) >> shift & (nb - 1)]++;
+        }
+        for (size_t b = 0; b < nb; ++b) {
+            const size_t c = cnt[b];
+            cnt[b] = sum;
+            sum += c;
+        }
+        for (int k = 0; k < nseqs; ++k) {
+            tmp[cnt[(uint64_t)(longest - lens[order[k]]) >> shift & (nb - 1)]++] = order[k];
+        }
+        memcpy(order, tmp, sizeof(int) * (size_t)nseqs);
+    }
+    free(tmp);
+    free(cnt);
+    *order_p = order;
+    return NSP_OK;
+}
+
+/* ---- the summary line --------------------------------------------------- */
+
+static void log_summary(const nsp_plan_t *plan)
+{
+    int    groups = 0, rc_groups = 0, max_size = 0;
+    double tokens = 0.0;
+
+    if (!nsp_log_enabled(NSP_LOG_INFO)) {
+        return;
+    }
+    for (int r = 0; r < plan->nrounds; ++r) {
+        for (int g = 0; g < plan->rounds[r].ngroups; ++g) {
+            const nsp_plan_group_t *grp = &plan->rounds[r].groups[g];
+            ++groups;
+            rc_groups += grp->recompute != 0;
+            if (grp->size > max_size) {
+                max_size = grp->size;
+            }
+        }
+    }
+    for (int i = 0; i < plan->nseqs; ++i) {
+        tokens += (double)plan->seq_lens[i];
+    }
+    NSP_INFO("plan %s: %d seqs, %.0f tokens on %d ranks -> %d rounds, %d groups (largest %d, "
+             "%d recomputed); step %.4f s, lower bound %.4f s (x%.3f), planned in %.3f ms%s%s",
+             plan->planner, plan->nseqs, tokens, plan->cluster.ranks, plan->nrounds, groups,
+             max_size, rc_groups, plan->predicted.step_s, plan->predicted.lower_bound_s,
+             plan->predicted.lower_bound_s > 0 ?
+                 plan->predicted.step_s / plan->predicted.lower_bound_s : 0.0,
+             plan->predicted.plan_ms,
+             (plan->flags & NSP_PLAN_FLAG_GREEDY_FALLBACK) ? ", greedy fallback (no MILP solver)" : "",
+             (plan->flags & NSP_PLAN_FLAG_SOLVER_TIMEOUT) ? ", solver hit its time limit" : "");
+}
+
+/* ---- the public entry point -------------------------------------------- */
+
+nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *cluster,
+                             const int64_t *lens, int nseqs,
+                             const nsp_planner_params_t *params, nsp_plan_t **plan_p)
+{
+    nsp_planner_input_t in;
+    nsp_plan_t         *plan  = NULL;
+    int                *order = NULL;
+    nsp_status_t        status;
+    double              t0 = nsp_wtime();
+
+    if (model == NULL || cluster == NULL || params == NULL || plan_p == NULL || nseqs < 0 ||
+        (nseqs > 0 && lens == NULL)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_plan_create: NULL argument or negative "
+                         "nseqs (%d)", nseqs);
+    }
+    if (params->kind != NSP_PLANNER_STATIC && params->kind != NSP_PLANNER_DISJOINT &&
+        params->kind != NSP_PLANNER_NESTED) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "params.kind=%d is not a planner (static=%d, "
+                         "disjoint=%d, nested=%d)", (int)params->kind, NSP_PLANNER_STATIC,
+                         NSP_PLANNER_DISJOINT, NSP_PLANNER_NESTED);
+    }
+    /* whole nodes, or part of one node (as nsp_cost_init accepts) */
+    if (cluster->ranks_per_node >= 1 && cluster->ranks > cluster->ranks_per_node &&
+        cluster->ranks % cluster->ranks_per_node != 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "cluster '%s': ranks=%d is not a multiple of "
+                         "ranks_per_node=%d; plans need whole nodes", cluster->name,
+                         cluster->ranks, cluster->ranks_per_node);
+    }
+    NSP_CHECK(check_lengths(lens, nseqs));
+    memset(&in, 0, sizeof(in));
+    NSP_CHECK(nsp_cost_init(&in.cost, model, cluster));
+    NSP_CHECK(resolve_params(params, &in));
+    in.lens    = lens;
+    in.nseqs   = nseqs;
+    in.mem_cap = (cluster->mem_bytes - in.cost.fixed_mem_bytes) * (1.0 - NSP_PLANNER_MEM_MARGIN);
+    NSP_CHECK(check_memory(&in, largest_degree(&in, params->kind)));
+    NSP_CHECK(make_order(lens, nseqs, &order));
+    in.order = order;
+
+    switch (params->kind) {
+    case NSP_PLANNER_STATIC:
+        status = nsp_planner_static(&in, &plan);
+        break;
+    case NSP_PLANNER_DISJOINT:
+        status = nsp_planner_disjoint(&in, &plan);
+        break;
+    default:
+        status = nsp_planner_nested(&in, &plan);
+        break;
+    }
+    free(order);
+    if (status < 0) {
+        return status;
+    }
+    plan->predicted.plan_ms = (nsp_wtime() - t0) * 1e3;
+    snprintf(plan->planner, sizeof(plan->planner), "%s", planner_name(params->kind));
+    log_summary(plan);
+    *plan_p = plan;
+    return NSP_OK;
+}

@@ -1,0 +1,69 @@
+/*
+ * Internal interface between nsp_plan_create() (planner.c) and the three
+ * planners: static.c, disjoint.c, nested.c (DESIGN §5.2).
+ *
+ * nsp_plan_create() validates the input once, resolves the parameters to
+ * their defaults and fills an nsp_planner_input_t; a planner reads it and
+ * returns a plan built with nsp_plan_build() (prediction evaluated). Units
+ * follow cost.h: seconds and bytes PER LAYER PER RANK, lengths in tokens.
+ */
+#ifndef NSP_PLANNER_PLANNERS_H_
+#define NSP_PLANNER_PLANNERS_H_
+
+#include "planner/plan_internal.h"
+
+/** Most tree levels a nested plan may have (degrees 1 .. 2^15). */
+#define NSP_PLANNER_MAX_LEVELS 16
+
+/** Default MILP time limit per round of the disjoint planner, seconds. */
+#define NSP_PLANNER_DEFAULT_TIME_LIMIT_S 1.0
+/** Default most rounds of a plan. */
+#define NSP_PLANNER_DEFAULT_MAX_ROUNDS 64
+
+/** Validated input of one planning call. Everything is borrowed or copied. */
+typedef struct nsp_planner_input {
+    nsp_cost_t     cost;             /**< model, cluster and their constants */
+    const int64_t *lens;             /**< [nseqs] tokens, borrowed */
+    int            nseqs;
+    const int     *order;            /**< [nseqs] indices, longest first (ties: index) */
+    double         mem_cap;          /**< activation bytes a rank may hold in one
+                                          round: M - 16P/N - W, less a safety margin */
+    int            static_degree;    /**< static: 0 = search every valid degree */
+    int            static_recompute; /**< static: -1 = search both, else 0/1 */
+    double         time_limit_s;     /**< disjoint: MILP time limit per round */
+    int            nlevels;          /**< nested: levels of the tree */
+    int            level_degrees[NSP_PLANNER_MAX_LEVELS]; /**< ascending, each divides
+                                                               the next */
+    int            max_rounds;       /**< most rounds a plan may use */
+} nsp_planner_input_t;
+
+/** The three planners. Each returns a plan with its prediction evaluated
+ *  (plan_ms is set by the caller). Errors: NSP_ERR_INFEASIBLE (no plan within
+ *  max_rounds; the message says why), NSP_ERR_NO_MEMORY, NSP_ERR_BACKEND
+ *  (the MILP solver failed). */
+nsp_status_t nsp_planner_static(const nsp_planner_input_t *in, nsp_plan_t **plan);
+nsp_status_t nsp_planner_disjoint(const nsp_planner_input_t *in, nsp_plan_t **plan);
+nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan);
+
+/* ---- small helpers shared by the planners (planner.c) ------------------ */
+
+/** Per-rank cost of ONE sequence of s tokens at degree d (per layer):
+ *  compute (with the recompute factor and the MoE term of its s/d tokens),
+ *  a2a bytes (with the recompute factor; latency excluded: it is paid once
+ *  per group) and activation bytes. */
+typedef struct nsp_seq_cost {
+    double comp_s;     /**< rcf * comp(s, d) + ep_time(s/d) */
+    double bytes;      /**< rcb * a2a_bytes(s, d) */
+    double mem_bytes;  /**< s/d * activation bytes per token */
+} nsp_seq_cost_t;
+
+void nsp_seq_cost(const nsp_cost_t *cost, double s, int d, int recompute,
+                  nsp_seq_cost_t *out);
+
+/** Pack groups of the given sizes (powers of two, any order) into aligned
+ *  ranges of [0, ranks): rank0_out[i] for size[i]. Largest first, so every
+ *  offset is a multiple of the size placed there. Errors: NSP_ERR_INTERNAL
+ *  (sizes do not fit). */
+nsp_status_t nsp_pack_aligned(const int *size, int n, int ranks, int *rank0_out);
+
+#endif /* NSP_PLANNER_PLANNERS_H_ */
