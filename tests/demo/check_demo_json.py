@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Check an nsp_demo JSON file (docs/demo.md section 5): the fields are there,
+numbers are finite and consistent, and every correctness check passed.
+Usage: check_demo_json.py FILE RANKS. Exit 0 when all holds, 1 otherwise (the
+first problem is printed)."""
+import json
+import math
+import sys
+
+
+def fail(msg):
+    print("# check_demo_json: " + msg)
+    sys.exit(1)
+
+
+def need(obj, path):
+    cur = obj
+    for key in path.split("."):
+        if isinstance(cur, list):
+            cur = cur[int(key)]
+        elif key not in cur:
+            fail("missing field " + path)
+        else:
+            cur = cur[key]
+    return cur
+
+
+def positive(obj, path):
+    v = need(obj, path)
+    if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        fail("%s = %r, expected a positive number" % (path, v))
+    return v
+
+
+def main():
+    doc = json.load(open(sys.argv[1]))
+    ranks = int(sys.argv[2])
+    if need(doc, "format") != "nspcomm-demo-v1":
+        fail("format is not nspcomm-demo-v1")
+    if need(doc, "config.ranks") != ranks:
+        fail("config.ranks is not %d" % ranks)
+    need(doc, "model.q_heads")
+    nbatches = len(need(doc, "batches"))
+    if nbatches < 1:
+        fail("no batches")
+    sessions = need(doc, "config.sessions")
+    for s in sessions:
+        base = "sessions." + s
+        positive(doc, base + ".cluster.attn_flops")
+        if need(doc, base + ".calibration.calibrated"):
+            positive(doc, base + ".calibration.attn_flops")
+            positive(doc, base + ".calibration.bw_fp32_bytes_s")
+        if len(need(doc, base + ".batches")) != nbatches:
+            fail(base + ".batches has not %d entries" % nbatches)
+        for b in range(nbatches):
+            for planner in ("static", "disjoint", "nested"):
+                pb = "%s.batches.%d.plans.%s" % (base, b, planner)
+                if need(doc, pb + ".plan.format") != "nspcomm-plan-v1":
+                    fail(pb + ".plan is not a plan")
+                positive(doc, pb + ".predicted.step_s")
+                if len(need(doc, pb + ".predicted.rank_s")) != ranks:
+                    fail(pb + ".predicted.rank_s has not %d entries" % ranks)
+                for mode in ("pipelined", "serial"):
+                    m = "%s.measured.%s" % (pb, mode)
+                    positive(doc, m + ".wall_s")
+                    positive(doc, m + ".crit_s")
+                    positive(doc, m + ".cpu_s")
+                    positive(doc, m + ".comp_max_s")
+                    if len(need(doc, m + ".rank_kernel_s")) != ranks:
+                        fail(m + ".rank_kernel_s has not %d entries" % ranks)
+                    if need(doc, m + ".check.passed") is not True:
+                        fail(m + ".check did not pass")
+                    need(doc, m + ".bytes_per_degree")
+        for planner in ("static", "disjoint", "nested"):
+            p = "%s.summary.planners.%s" % (base, planner)
+            for k in ("crit_s", "wall_s", "cpu_s", "crit_serial_s", "wall_serial_s",
+                      "predicted_step_s", "imbalance", "predicted_imbalance"):
+                positive(doc, p + "." + k)
+            positive(doc, "%s.summary.pipelining.%s.wall_serial_over_pipelined" % (base, planner))
+        for other in ("static", "disjoint"):
+            for k in ("predicted", "crit", "wall", "cpu"):
+                positive(doc, "%s.summary.speedup_of_nested.over_%s.%s" % (base, other, k))
+        need(doc, base + ".summary.targets.nested_imbalance_below_static")
+    checks = need(doc, "checks")
+    if not checks.get("all_passed") or checks.get("runs") != checks.get("passed"):
+        fail("checks: %r" % checks)
+    if checks.get("runs") != nbatches * len(sessions) * 6:
+        fail("checks.runs = %r, expected %d" % (checks.get("runs"), nbatches * len(sessions) * 6))
+    positive(doc, "timings.total_s")
+
+
+if __name__ == "__main__":
+    main()

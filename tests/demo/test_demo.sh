@@ -1,0 +1,77 @@
+#!/bin/sh
+# Smoke test of the main demo (examples/nsp_demo, docs/demo.md): 4 ranks over
+# UCX on loopback, tiny sizes. It must exit 0 with every correctness check
+# passed, write the JSON with the fields docs/demo.md promises, a picture that
+# parses as XML and a calibrated cluster description nspcomm can load; and a
+# corrupted output (--inject-error) must make it fail with exit status 1.
+top_srcdir=${NSP_TOP_SRCDIR:-.}
+top_builddir=${NSP_TOP_BUILDDIR:-.}
+demo="$top_builddir/examples/nsp_demo"
+py=${PYTHON3:-python3}
+n=0
+fail=0
+
+check() { # check DESCRIPTION COMMAND...: "ok" when the command succeeds
+    desc=$1
+    shift
+    n=$((n + 1))
+    if "$@"; then
+        echo "ok $n - $desc"
+    else
+        echo "not ok $n - $desc"
+        fail=1
+    fi
+}
+
+if [ ! -x "$demo" ]; then
+    echo "1..0 # SKIP $demo not built (configured without the communication layer)"
+    exit 0
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nsp_demo_test.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+UCX_LOG_FILE=stderr
+export UCX_LOG_FILE
+
+small="--ranks 4 --heads 4/2 --head-dim 16 --tokens-per-rank 256 --max-len 1024 --scale 4
+       --batches 1 --reps 1 --time-limit 0.2 --quiet"
+# shellcheck disable=SC2086
+"$demo" $small --json "$tmp/demo.json" --svg "$tmp/demo.svg" \
+    --cluster-out "$tmp/cluster.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "nsp_demo with 4 ranks exits 0 (got $rc)" test $rc -eq 0
+check "the table has a row per planner" sh -c \
+    'grep -Eq "^  static " "$1" && grep -Eq "^  disjoint " "$1" && grep -Eq "^  nested " "$1"' \
+    _ "$tmp/out"
+check "every run matched the reference (12 of 12: 1 batch x 3 planners x 2 modes x 2 transports)" \
+    grep -q "check: 12 of 12 runs match the single-process reference" "$tmp/out"
+check "the JSON has the expected fields and passed checks" \
+    "$py" "$top_srcdir/tests/demo/check_demo_json.py" "$tmp/demo.json" 4
+check "the SVG parses as XML and names every planner" "$py" -c '
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+texts = "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+sys.exit(0 if all(p in texts for p in ("static", "disjoint", "nested", "predicted", "measured")) else 1)
+' "$tmp/demo.svg"
+check "the calibrated cluster description has measured rates" "$py" -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+ok = c["ranks"] == 4 and all(c[k] > 0 for k in ("attn_flops", "gemm_flops", "bw_intra", "mem_bytes"))
+sys.exit(0 if ok else 1)
+' "$tmp/cluster.json"
+# shellcheck disable=SC2086
+"$demo" $small --no-tcp --cluster-file "$tmp/cluster.json" --json "" --svg "" \
+    --inject-error >"$tmp/out2" 2>"$tmp/err2"
+rc=$?
+check "--inject-error: exit status 1 (got $rc)" test $rc -eq 1
+check "--inject-error: the table names the failed check" grep -q "CHECK FAILED" "$tmp/out2"
+check "--cluster-file: no calibration, rates from the file" \
+    grep -q "rates    : from --cluster-file" "$tmp/out2"
+"$demo" --ranks 1 >/dev/null 2>&1
+rc=$?
+check "bad flag value (--ranks 1): exit status 2 (got $rc)" test $rc -eq 2
+sed 's/^/# /' "$tmp/out"
+if [ $fail -ne 0 ]; then
+    sed 's/^/# stderr: /' "$tmp/err" | tail -40
+fi
+echo "1..$n"
+exit $fail
