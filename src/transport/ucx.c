@@ -716,7 +716,15 @@ static void ucx_close_endpoints(ucx_world_t *w, double timeout_s)
     double  limit   = timeout_s < UCX_CLOSE_MAX_S ? timeout_s : UCX_CLOSE_MAX_S;
     double  deadline = nsp_now_s() + limit;
     int     left    = 0;
+    int     any_failed = 0;
 
+    /* After any failure the world is broken (transport.h): sends to live
+     * peers may still sit in UCX's protocol queues, and a flushing close
+     * leaves them there, which UCX 1.13 asserts on in ucp_worker_destroy.
+     * So once anything failed, force-close every endpoint that allows it. */
+    for (int r = 0; r < w->nranks; ++r) {
+        any_failed |= (w->peers[r].failed != UCS_OK);
+    }
     for (int r = 0; r < w->nranks; ++r) {
         ucp_request_param_t param;
         void               *req;
@@ -726,7 +734,7 @@ static void ucx_close_endpoints(ucx_world_t *w, double timeout_s)
         }
         memset(&param, 0, sizeof(param));
         param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags        = w->peers[r].failed != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        param.flags        = (any_failed && w->peers[r].peer_mode) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
         req                = ucp_ep_close_nbx(w->peers[r].ep, &param);
         w->peers[r].ep     = NULL;
         if (req != NULL && !UCS_PTR_IS_ERR(req)) {
