@@ -217,7 +217,10 @@ typedef struct nsp_plan_prediction {
 /** Flags of a plan. */
 enum {
     NSP_PLAN_FLAG_GREEDY_FALLBACK = 1u << 0, /**< disjoint planner ran without a MILP solver */
-    NSP_PLAN_FLAG_SOLVER_TIMEOUT  = 1u << 1  /**< the MILP solver hit its time limit */
+    NSP_PLAN_FLAG_SOLVER_TIMEOUT  = 1u << 1, /**< the MILP solver hit its time limit */
+    NSP_PLAN_FLAG_RING            = 1u << 2  /**< planned with enable_ring: groups may be
+                                                  Ulysses x ring, and lower_bound_s lets a
+                                                  sequence use every rank (docs/cost-model.md) */
 };
 
 /**
@@ -263,15 +266,19 @@ typedef struct nsp_planner_params {
     const int         *level_degrees;    /**< ... their degrees, ascending, borrowed
                                               (default: 1, 2, 4, ... up to the largest valid) */
     int                max_rounds;       /**< most rounds allowed (default 64) */
-    int                enable_ring;      /**< allow ring degrees above the head count (default 0) */
+    int                enable_ring;      /**< 1: groups may be Ulysses x ring (ring degree
+                                              r > 1), so degrees go above the head count up
+                                              to the ranks (default 0: Ulysses only; see
+                                              docs/cost-model.md) */
 } nsp_planner_params_t;
 
 /**
  * Plan one batch. `lens` ([nseqs] tokens, borrowed) are the sequences; model
  * and cluster are copied into the plan. On success *plan is owned by the
  * caller (nsp_plan_free) and carries its prediction, lower bound and planning
- * time. Errors: NSP_ERR_INVALID_ARG (a length <= 0, names the index;
- * inconsistent cluster), NSP_ERR_INFEASIBLE (a sequence no group can hold:
+ * time; with params.enable_ring it carries NSP_PLAN_FLAG_RING and the bound
+ * with rings. Errors: NSP_ERR_INVALID_ARG (a length <= 0, names the index;
+ * inconsistent cluster; a parameter out of range), NSP_ERR_INFEASIBLE (a sequence no group can hold:
  * the message names the sequence, its length and the memory it needs at the
  * largest degree with recomputation), NSP_ERR_NO_MEMORY.
  */
@@ -281,7 +288,8 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
 
 /**
  * Check a plan's invariants: every sequence in exactly one group of one round;
- * groups inside [0, ranks); degrees valid for the model; nested groups nest
+ * groups inside [0, ranks); degrees valid for the model (size / ring a
+ * Ulysses degree: it divides n_q); nested groups nest
  * and align (rank0 % size == 0); static/disjoint rounds disjoint; no rank
  * over memory. Errors: NSP_ERR_INVALID_ARG (the message says which invariant
  * and where).
@@ -295,11 +303,21 @@ nsp_status_t nsp_plan_validate(const nsp_plan_t *plan);
 nsp_status_t nsp_plan_evaluate(nsp_plan_t *plan);
 
 /**
- * The lower bound of DESIGN §5.2 for a batch, in seconds per step.
- * Errors: NSP_ERR_INVALID_ARG.
+ * The lower bound of DESIGN §5.2 for a batch, in seconds per step (Ulysses
+ * degrees only). Errors: NSP_ERR_INVALID_ARG.
  */
 nsp_status_t nsp_lower_bound(const nsp_model_t *model, const nsp_cluster_t *cluster,
                              const int64_t *lens, int nseqs, double *bound_s);
+
+/**
+ * The lower bound nsp_plan_create() reports for this batch with these
+ * `params` (borrowed): nsp_lower_bound() unless params enable rings, in which
+ * case the longest sequence may spread over every rank (docs/cost-model.md).
+ * Errors: NSP_ERR_INVALID_ARG.
+ */
+nsp_status_t nsp_planner_lower_bound(const nsp_model_t *model, const nsp_cluster_t *cluster,
+                                     const int64_t *lens, int nseqs,
+                                     const nsp_planner_params_t *params, double *bound_s);
 
 /**
  * Write a plan as one "nspcomm-plan-v1" JSON object to `out` (borrowed).

@@ -7,7 +7,11 @@
  *
  *   perf/nsp_sim --workload FILE --model NAME --cluster NAME --ranks N \
  *                --tokens-per-rank T --max-len S --batches B --seed K \
- *                --planners static,disjoint,nested [--json FILE] [--svg FILE]
+ *                --planners static,disjoint,nested [--ring] [--json FILE] [--svg FILE]
+ *
+ * --ring plans with params.enable_ring (Ulysses x ring groups above the head
+ * count, docs/cost-model.md) for every planner; the lower bound is then the
+ * bound with rings.
  *
  * With no arguments it runs the default of the README: the Wikipedia lengths
  * shipped in data/workloads, qwen3-30b-a3b on 64 H100, 32768 tokens per rank,
@@ -55,6 +59,7 @@ typedef struct sim_config {
     const char *json_path;
     const char *svg_path;
     int         svg_batch;
+    int         ring;             /* params.enable_ring for every planner */
     int         quiet;
 } sim_config_t;
 
@@ -119,6 +124,8 @@ static void usage(FILE *f)
         "  --seed K               sampler seed (default 1)\n"
         "  --planners LIST        comma-separated: static,disjoint,nested (default all)\n"
         "  --time-limit S         disjoint planner: MILP time limit per round (default 1 s)\n"
+        "  --ring                 allow Ulysses x ring groups above the head count\n"
+        "                         (params.enable_ring; docs/cost-model.md)\n"
         "  --json FILE            write every plan (nspcomm-sim-v1)\n"
         "  --svg FILE             draw one batch: per-rank time stacked by level\n"
         "  --svg-batch I          the batch to draw (default 0)\n"
@@ -179,7 +186,7 @@ static int parse_args(int argc, char **argv, sim_config_t *cfg)
 {
     enum { O_WORKLOAD = 256, O_MODEL, O_MODEL_FILE, O_CLUSTER, O_CLUSTER_FILE, O_RANKS,
            O_TOKENS, O_MAX_LEN, O_BATCHES, O_SEED, O_PLANNERS, O_TIME_LIMIT, O_JSON, O_SVG,
-           O_SVG_BATCH, O_QUIET, O_HELP };
+           O_SVG_BATCH, O_RING, O_QUIET, O_HELP };
     static const struct option options[] = {
         {"workload", required_argument, NULL, O_WORKLOAD},
         {"model", required_argument, NULL, O_MODEL},
@@ -196,6 +203,7 @@ static int parse_args(int argc, char **argv, sim_config_t *cfg)
         {"json", required_argument, NULL, O_JSON},
         {"svg", required_argument, NULL, O_SVG},
         {"svg-batch", required_argument, NULL, O_SVG_BATCH},
+        {"ring", no_argument, NULL, O_RING},
         {"quiet", no_argument, NULL, O_QUIET},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
@@ -273,6 +281,7 @@ static int parse_args(int argc, char **argv, sim_config_t *cfg)
             }
             cfg->svg_batch = (int)v;
             break;
+        case O_RING: cfg->ring = 1; break;
         case O_QUIET: cfg->quiet = 1; break;
         case 'h':
         case O_HELP: usage(stdout); return 1;
@@ -321,7 +330,8 @@ static nsp_status_t load_inputs(const sim_config_t *cfg, nsp_model_t *model,
 static void print_header(const sim_config_t *cfg, const nsp_model_t *m, const nsp_cluster_t *c,
                          size_t nlens)
 {
-    printf("# nspcomm cluster simulator (cost model v1, DESIGN 5.1)\n");
+    printf("# nspcomm cluster simulator (cost model v1, DESIGN 5.1%s)\n",
+           cfg->ring ? ", with Ulysses x ring groups: docs/cost-model.md" : "");
     printf("# workload : %s (%zu lengths)\n", cfg->workload, nlens);
     printf("# model    : %s: L=%d h=%d heads %d/%d x %d, ffn %.0f, experts %d top-%d, "
            "%.3g params\n", m->name, m->layers, m->hidden, m->q_heads, m->kv_heads, m->head_dim,
@@ -373,8 +383,8 @@ static void print_table(const sim_config_t *cfg, const sim_row_t *rows, double t
                r->gap_sum / r->n, r->rounds_sum / r->n, r->plan_ms_sum / r->n, r->plan_ms_max,
                notes);
     }
-    printf("#\n# lower bound (DESIGN 5.2): mean %.4f s per step; gap = mean over batches of "
-           "step / lower bound\n", lb_sum / cfg->batches);
+    printf("#\n# lower bound (DESIGN 5.2%s): mean %.4f s per step; gap = mean over batches of "
+           "step / lower bound\n", cfg->ring ? ", rings allowed" : "", lb_sum / cfg->batches);
     printf("# speedup = mean step of static / mean step of the planner; tokens/s = all "
            "tokens / all step time\n");
     fflush(stdout);
@@ -392,6 +402,7 @@ static void json_config(nsp_json_writer_t *w, const sim_config_t *cfg, const nsp
     nsp_json_int(w, "max_len", cfg->max_len);
     nsp_json_int(w, "batches", cfg->batches);
     nsp_json_int(w, "seed", (int64_t)cfg->seed);
+    nsp_json_bool(w, "enable_ring", cfg->ring);
     nsp_json_begin_array(w, "planners", 1);
     for (int i = 0; i < cfg->nplanners; ++i) {
         nsp_json_string(w, NULL, planner_names[cfg->planners[i]]);
@@ -433,6 +444,21 @@ static void json_summary(nsp_json_writer_t *w, const sim_config_t *cfg, const si
     nsp_json_end(w);
 }
 
+/* The planner parameters of the run (time limit, rings) for planner kind. */
+static void sim_params(const sim_config_t *cfg, int kind, nsp_planner_params_t *params)
+{
+    memset(params, 0, sizeof(*params));
+    params->kind = (nsp_planner_kind_t)kind;
+    if (cfg->time_limit_s > 0) {
+        params->field_mask |= NSP_PLANNER_FIELD_TIME_LIMIT;
+        params->time_limit_s = cfg->time_limit_s;
+    }
+    if (cfg->ring) {
+        params->field_mask |= NSP_PLANNER_FIELD_ENABLE_RING;
+        params->enable_ring = 1;
+    }
+}
+
 /* Plan one batch with every planner; plans[] are owned by the caller. */
 static nsp_status_t plan_batch(const sim_config_t *cfg, const nsp_model_t *m,
                                const nsp_cluster_t *c, const int64_t *lens, int nseqs, int b,
@@ -442,12 +468,7 @@ static nsp_status_t plan_batch(const sim_config_t *cfg, const nsp_model_t *m,
         nsp_planner_params_t params;
         nsp_status_t         st;
 
-        memset(&params, 0, sizeof(params));
-        params.kind = (nsp_planner_kind_t)cfg->planners[i];
-        if (cfg->time_limit_s > 0) {
-            params.field_mask |= NSP_PLANNER_FIELD_TIME_LIMIT;
-            params.time_limit_s = cfg->time_limit_s;
-        }
+        sim_params(cfg, cfg->planners[i], &params);
         NSP_CHECK(nsp_plan_create(m, c, lens, nseqs, &params, &plans[i]));
         st = nsp_plan_validate(plans[i]);
         if (st != NSP_OK) {
@@ -496,7 +517,11 @@ static nsp_status_t run(const sim_config_t *cfg)
 
         NSP_CHECK_GOTO(nsp_workload_sample(wl, cfg->seed, b, cfg->tokens_per_rank * cluster.ranks,
                                            cfg->max_len, &lens, &nseqs), status, out);
-        status = nsp_lower_bound(&model, &cluster, lens, nseqs, &lb);
+        {
+            nsp_planner_params_t params;
+            sim_params(cfg, NSP_PLANNER_NESTED, &params);
+            status = nsp_planner_lower_bound(&model, &cluster, lens, nseqs, &params, &lb);
+        }
         if (status == NSP_OK) {
             status = plan_batch(cfg, &model, &cluster, lens, nseqs, b, plans);
         }

@@ -3,8 +3,10 @@
 
 Re-derives every predicted number of a plan -- step_s, rank_s, rank_mem_bytes,
 lower_bound_s -- from the plan's JSON alone, with the formulas of DESIGN.md
-section 5.1 written out here from the text (not ported from the C code), and
-checks the plan's invariants (DESIGN section 8):
+section 5.1 and, for groups with a ring degree ("ring" > 1) and plans made
+with rings allowed (flag 4), of docs/cost-model.md, written out here from the
+text (not ported from the C code), and checks the plan's invariants (DESIGN
+section 8):
 
   * every sequence appears in exactly one group of one round;
   * every group lies inside [0, ranks) and its Ulysses degree size/ring
@@ -32,6 +34,8 @@ import math
 import sys
 
 B = 2.0  # bytes per activation element (bf16)
+FLAG_RING = 4  # plan flag: planned with rings allowed (docs/cost-model.md section 4)
+RING_BUFFERS = 5  # KV-block buffers a ring rank holds at peak (docs/cost-model.md)
 
 # DESIGN 5.1 preset tables, used only for the reference vectors (a plan
 # carries its own model and cluster numbers).
@@ -121,15 +125,43 @@ class Model:
     def max_degree(self):
         return max(d for d in range(1, min(self.N, self.nq) + 1) if self.degree_ok(d))
 
-    def lower_bound(self, lens):
+    # --- ring groups (docs/cost-model.md section 2): d = u * r ---------------
+
+    def kv_per_rank(self, u):
+        """KV heads a rank holds after its subgroup's all-to-all."""
+        return max(self.nkv, u) / u
+
+    @staticmethod
+    def ring_messages(r, rc):
+        """KV block messages per rank per layer: forward r-1, backward r-1 KV
+        plus r dK/dV; a recomputed forward adds r-1. None for r = 1."""
+        if r == 1:
+            return 0
+        return (r - 1) * (2 if rc else 1) + (r - 1) + r
+
+    def ring_bytes(self, s, d, r, rc):
+        """Bytes a rank sends around its ring for a sequence of s tokens."""
+        u = d // r
+        return self.ring_messages(r, rc) * (s / r) * 2 * self.kv_per_rank(u) * self.dh * B
+
+    def ring_mem(self, d, r):
+        """Transient ring buffers, bytes per token the rank holds."""
+        if r == 1:
+            return 0.0
+        u = d // r
+        return RING_BUFFERS * u * 2 * self.kv_per_rank(u) * self.dh * B
+
+    def lower_bound(self, lens, ring=False):
         """max of (a) all compute with its MoE term over N, (b) the longest
-        sequence alone at the largest valid degree; both times L."""
+        sequence alone at the largest degree a plan may use (the largest
+        valid Ulysses degree; every rank when rings are allowed); both
+        times L."""
         total = sum(self.comp(s, 1) for s in lens) + self.ep_time(sum(lens))
         a = total / self.N
         if not lens:
             return self.L * a
         s_max = max(lens)
-        dmax = self.max_degree()
+        dmax = self.N if ring else self.max_degree()
         b = self.comp(s_max, dmax) + self.ep_time(s_max / dmax)
         return self.L * max(a, b)
 
@@ -242,7 +274,11 @@ class Checker:
         recomputed, plus ep_bytes(tokens_g)/B_intra), K_g (per group with
         d > 1 that holds sequences: bytes (x3/2 where recomputed) / B(d)
         + 4*a(d)); pipelined groups overlap compute: max(C, K) + (1-eta)
-        min(C, K), the others add. Memory 16P/N + W + tokens x bytes/token."""
+        min(C, K), the others add. Memory 16P/N + W + tokens x bytes/token.
+        A group with ring r > 1 (docs/cost-model.md): its all-to-all is that
+        of its subgroups (degree u = d/r over s/r tokens, at B(u), 4*a(u)),
+        its ring (messages x KV blocks at B(d), plus messages x a(d)) always
+        counts as overlapping, and its ring buffers add to memory."""
         N, L = cm.N, cm.L
         lens = plan["seq_lens"]
         rank_s = [0.0] * N
@@ -257,17 +293,25 @@ class Checker:
             mem = [fixed] * N
             for grp in rnd["groups"]:
                 d = grp["size"]
+                r = grp.get("ring", 1)
+                u = d // r  # the Ulysses subgroup: u consecutive ranks
                 rc = bool(grp["recompute"])
                 g_comp = sum(cm.comp(lens[i], d) for i in grp["seqs"])
                 g_tok = sum(lens[i] / d for i in grp["seqs"])
-                g_bytes = sum(cm.a2a_bytes(lens[i], d) for i in grp["seqs"])
+                # the subgroup is a Ulysses group of degree u over s/r tokens
+                g_bytes = sum(cm.a2a_bytes(lens[i] / r, u) for i in grp["seqs"])
                 if rc:
                     g_comp *= 4.0 / 3.0
                     g_bytes *= 3.0 / 2.0
                 g_k = 0.0
-                if d > 1 and grp["seqs"]:
-                    g_k = g_bytes / cm.bw(d) + 4 * cm.lat(d)
-                per_tok = cm.act_recompute() if rc else cm.act_kept()
+                if u > 1 and grp["seqs"]:
+                    g_k = g_bytes / cm.bw(u) + 4 * cm.lat(u)
+                # the ring spans the group (B(d), a(d)) and always overlaps
+                g_ring = 0.0
+                if r > 1 and grp["seqs"]:
+                    g_ring = (sum(cm.ring_bytes(lens[i], d, r, rc) for i in grp["seqs"])
+                              / cm.bw(d) + cm.ring_messages(r, rc) * cm.lat(d))
+                per_tok = (cm.act_recompute() if rc else cm.act_kept()) + cm.ring_mem(d, r)
                 for g in range(grp["rank0"], grp["rank0"] + d):
                     comp[g] += g_comp
                     tokens[g] += g_tok
@@ -276,6 +320,7 @@ class Checker:
                         k_pipe[g] += g_k
                     else:
                         k_seq[g] += g_k
+                    k_pipe[g] += g_ring
             worst = 0.0
             for g in range(N):
                 c = comp[g] + cm.ep_time(tokens[g])
@@ -299,7 +344,7 @@ class Checker:
             if not self.check_shape(where, plan, cm):
                 return None
             step, rank_s, rank_mem = self.evaluate(where, plan, cm)
-            lb = cm.lower_bound(plan["seq_lens"])
+            lb = cm.lower_bound(plan["seq_lens"], ring=bool(plan.get("flags", 0) & FLAG_RING))
             pred = plan.get("predicted")
             if pred is None:
                 self.fail(where, "no \"predicted\" block to check")

@@ -163,3 +163,95 @@ double nsp_cost_rank_time(const nsp_cost_t *cost, double comp_s, double k_pipe_s
 
     return hi + (1.0 - cost->cluster.overlap) * lo + k_seq_s;
 }
+
+/* ---- Ulysses x ring groups (docs/cost-model.md) -------------------------- */
+
+int nsp_cost_group_valid(const nsp_cost_t *cost, int d, int ring)
+{
+    return d >= 1 && d <= cost->cluster.ranks && ring >= 1 && d % ring == 0 &&
+           nsp_cost_degree_valid(cost, d / ring);
+}
+
+int nsp_cost_ring_for_degree(const nsp_cost_t *cost, int d)
+{
+    int u = 1;
+
+    if (nsp_cost_degree_valid(cost, d)) {
+        return 1;
+    }
+    for (int v = 1; v <= d && v <= cost->cluster.ranks_per_node; ++v) {
+        if (d % v == 0 && nsp_cost_degree_valid(cost, v)) {
+            u = v;
+        }
+    }
+    return d / u;
+}
+
+int nsp_cost_top_degree(const nsp_cost_t *cost, int enable_ring)
+{
+    return enable_ring ? cost->cluster.ranks : cost->max_degree;
+}
+
+double nsp_cost_group_a2a_bytes(const nsp_cost_t *cost, double s, int d, int ring)
+{
+    /* The subgroup of u ranks holds s/r tokens (two zigzag spans), s/d per
+     * rank: the v1 formula at degree u for a sequence of s/r tokens. */
+    return nsp_cost_a2a_bytes(cost, s / ring, d / ring);
+}
+
+double nsp_cost_group_a2a_time(const nsp_cost_t *cost, double bytes, int d, int ring)
+{
+    return nsp_cost_a2a_time(cost, bytes, d / ring);
+}
+
+int nsp_cost_ring_messages(int ring, int recompute)
+{
+    if (ring <= 1) {
+        return 0;
+    }
+    /* forward (r-1) KV [+ (r-1) for the recomputed forward], backward
+     * (r-1) KV and r dK/dV (the last hop returns the finished gradient of
+     * the rank's own block) */
+    return (ring - 1) * (recompute ? 2 : 1) + (ring - 1) + ring;
+}
+
+double nsp_cost_kv_heads_per_rank(const nsp_cost_t *cost, int u)
+{
+    const int kv = cost->model.kv_heads;
+
+    return (double)(kv > u ? kv : u) / u;
+}
+
+double nsp_cost_ring_bytes(const nsp_cost_t *cost, double s, int d, int ring, int recompute)
+{
+    const int u = d / ring;
+
+    /* one message: the rank's KV block of s/r tokens, its kvh(u) KV heads */
+    return nsp_cost_ring_messages(ring, recompute) * (s / ring) * NSP_COST_RING_KV *
+           nsp_cost_kv_heads_per_rank(cost, u) * cost->model.head_dim * NSP_COST_DTYPE_BYTES;
+}
+
+double nsp_cost_ring_time(const nsp_cost_t *cost, double bytes, int d, int ring,
+                          int recompute)
+{
+    const int msgs = nsp_cost_ring_messages(ring, recompute);
+
+    if (msgs == 0) {
+        return 0.0;
+    }
+    /* ring neighbours are u ranks apart inside the group: the ring spans d
+     * ranks, so it crosses nodes when d > G */
+    return bytes / nsp_cost_bw(cost, d) + msgs * nsp_cost_lat(cost, d);
+}
+
+double nsp_cost_ring_mem_per_token(const nsp_cost_t *cost, int d, int ring)
+{
+    const int u = d / ring;
+
+    if (ring <= 1) {
+        return 0.0;
+    }
+    /* a block holds s/r = u * (s/d) tokens per token the rank holds */
+    return NSP_COST_RING_BUFFERS * u * NSP_COST_RING_KV * nsp_cost_kv_heads_per_rank(cost, u) *
+           cost->model.head_dim * NSP_COST_DTYPE_BYTES;
+}

@@ -23,6 +23,12 @@
 #define NSP_COST_RECOMPUTE_A2A  1.5
 /** Collectives per layer per level (2 forward, 2 backward): latency term 4*a(d). */
 #define NSP_COST_A2A_PER_LAYER 4.0
+/** Ring (docs/cost-model.md): a ring message carries K and V of its tokens. */
+#define NSP_COST_RING_KV 2.0
+/** KV-block-sized buffers a rank of a ring group holds at peak: the backward
+ *  keeps two KV blocks (current, next), two travelling dK/dV sums (current,
+ *  incoming) and its own contribution (src/attn_sp/ring_attn.c). */
+#define NSP_COST_RING_BUFFERS 5.0
 
 /** Constants of one (model, cluster) pair, precomputed once. */
 typedef struct nsp_cost {
@@ -70,6 +76,56 @@ double nsp_cost_act_bytes(const nsp_cost_t *cost, int recompute);
 
 /** Is d a valid Ulysses degree: 1 <= d <= ranks, d <= n_q and n_q % d == 0. */
 int nsp_cost_degree_valid(const nsp_cost_t *cost, int d);
+
+/* ---- Ulysses x ring groups (docs/cost-model.md) ---------------------------
+ * A group of d = u * r ranks with ring degree r runs the all-to-all inside
+ * r subgroups of u consecutive ranks and passes KV blocks around rings of r
+ * ranks (u apart). ring = 1 is the plain Ulysses group of cost model v1 and
+ * every function below then gives exactly the v1 numbers. */
+
+/** Is (d, ring) a valid group shape: 1 <= d <= ranks, ring >= 1, d % ring
+ *  == 0 and u = d / ring a valid Ulysses degree. */
+int nsp_cost_group_valid(const nsp_cost_t *cost, int d, int ring);
+
+/** The ring degree the planners give a group of d ranks when rings are
+ *  enabled: 1 if d is a valid Ulysses degree, else d / u with u the largest
+ *  valid Ulysses degree that divides d and is at most the ranks per node
+ *  (so the all-to-all stays inside a node; u = 1 always qualifies). */
+int nsp_cost_ring_for_degree(const nsp_cost_t *cost, int d);
+
+/** The largest group degree a planner may use: max_degree without rings,
+ *  the ranks with them (any d <= N is u x r with u = 1 at least). */
+int nsp_cost_top_degree(const nsp_cost_t *cost, int enable_ring);
+
+/** a2a bytes per layer each rank of a (d, ring) group sends for a sequence
+ *  of s tokens: a2a_bytes(s / ring, u) -- the subgroup holds s/r tokens,
+ *  each rank s/d of them. Equals nsp_cost_a2a_bytes(s, d) for ring = 1. */
+double nsp_cost_group_a2a_bytes(const nsp_cost_t *cost, double s, int d, int ring);
+
+/** Seconds of a group's all-to-all for `bytes` per rank: at B(u), 4*a(u)
+ *  (0 if u = 1: a local copy). Equals nsp_cost_a2a_time(bytes, d) for ring 1. */
+double nsp_cost_group_a2a_time(const nsp_cost_t *cost, double bytes, int d, int ring);
+
+/** KV block messages per rank per layer: forward r-1, backward r-1 KV and
+ *  r dK/dV, one more forward (r-1) when recomputed; 0 for ring 1. */
+int nsp_cost_ring_messages(int ring, int recompute);
+
+/** KV heads per rank after the subgroup's all-to-all: max(n_kv, u) / u. */
+double nsp_cost_kv_heads_per_rank(const nsp_cost_t *cost, int u);
+
+/** Ring bytes per layer each rank sends for a sequence of s tokens in a
+ *  (d, ring) group: messages * (s / ring) * 2 * kvh(u) * d_h * b. */
+double nsp_cost_ring_bytes(const nsp_cost_t *cost, double s, int d, int ring, int recompute);
+
+/** Seconds of a group's ring exchange for `bytes` per rank: bytes / B(d) +
+ *  messages * a(d) (0 for ring 1). */
+double nsp_cost_ring_time(const nsp_cost_t *cost, double bytes, int d, int ring,
+                          int recompute);
+
+/** Transient ring buffers in bytes per token a rank holds in a (d, ring)
+ *  group: NSP_COST_RING_BUFFERS blocks of s/r = u * (s/d) tokens, i.e.
+ *  5 * u * 2 * kvh(u) * d_h * b (0 for ring 1). */
+double nsp_cost_ring_mem_per_token(const nsp_cost_t *cost, int d, int ring);
 
 /**
  * Time of one rank in one round (per layer): compute C, pipelined exchange

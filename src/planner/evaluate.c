@@ -38,22 +38,39 @@ nsp_status_t nsp_plan_eval_round(const nsp_cost_t *cost, const nsp_plan_t *plan,
     for (int g = 0; g < pr->ngroups; ++g) {
         const nsp_plan_group_t *grp = &pr->groups[g];
         const int               d   = grp->size;
+        const int               ring = grp->ring;
         const double            rcf = grp->recompute ? NSP_COST_RECOMPUTE_COMP : 1.0;
         const double            rcb = grp->recompute ? NSP_COST_RECOMPUTE_A2A : 1.0;
-        double                  comp = 0.0, tokens = 0.0, bytes = 0.0, k;
+        double                  comp = 0.0, tokens = 0.0, bytes = 0.0, rbytes = 0.0;
+        double                  k = 0.0, kr = 0.0, per_tok;
         int                     lvl;
 
         if (d < 1 || grp->rank0 < 0 || grp->rank0 + d > ranks) {
             return nsp_error(NSP_ERR_INVALID_ARG, "round %d group %d: ranks [%d, %d) are "
                              "outside [0, %d)", round, g, grp->rank0, grp->rank0 + d, ranks);
         }
+        if (ring < 1 || d % ring != 0) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "round %d group %d (ranks [%d, %d)): ring "
+                             "degree %d must be >= 1 and divide the group size %d", round, g,
+                             grp->rank0, grp->rank0 + d, ring, d);
+        }
         for (int i = 0; i < grp->nseqs; ++i) {
             const double s = (double)plan->seq_lens[grp->seqs[i]];
             comp   += rcf * nsp_cost_comp(cost, s, d);       /* s per layer per rank */
             tokens += s / d;                                 /* tokens per rank      */
-            bytes  += rcb * nsp_cost_a2a_bytes(cost, s, d);  /* bytes per rank       */
+            /* bytes per rank: the all-to-all inside the Ulysses subgroup, and
+             * the KV blocks around the ring (none when ring == 1) */
+            bytes  += rcb * nsp_cost_group_a2a_bytes(cost, s, d, ring);
+            if (ring > 1) {
+                rbytes += nsp_cost_ring_bytes(cost, s, d, ring, grp->recompute);
+            }
         }
-        k   = (grp->nseqs > 0) ? nsp_cost_a2a_time(cost, bytes, d) : 0.0;
+        if (grp->nseqs > 0) {
+            k  = nsp_cost_group_a2a_time(cost, bytes, d, ring);
+            kr = nsp_cost_ring_time(cost, rbytes, d, ring, grp->recompute);
+        }
+        per_tok = nsp_cost_act_bytes(cost, grp->recompute) +
+                  nsp_cost_ring_mem_per_token(cost, d, ring);
         lvl = level_of_size(d);
         if (lvl >= nlevels) {
             lvl = nlevels - 1;
@@ -61,21 +78,21 @@ nsp_status_t nsp_plan_eval_round(const nsp_cost_t *cost, const nsp_plan_t *plan,
         for (int r = grp->rank0; r < grp->rank0 + d; ++r) {
             out[r].comp_s += comp;
             out[r].tokens += tokens;
-            if (grp->recompute) {
-                out[r].mem_bytes += tokens * cost->act_bytes_recompute;
-            } else {
-                out[r].mem_bytes += tokens * cost->act_bytes_keep;
-            }
+            out[r].mem_bytes += tokens * per_tok;
             if (grp->pipelined) {
                 out[r].k_pipe_s += k;
             } else {
                 out[r].k_seq_s += k;
             }
+            /* the ring overlaps compute always: each KV step travels while
+             * the previous step computes (docs/cost-model.md) */
+            out[r].k_pipe_s += kr;
+            out[r].ring_s   += kr;
             if (level_comp != NULL && nlevels > 0) {
                 level_comp[(size_t)r * nlevels + lvl] += comp + nsp_cost_ep_time(cost, tokens);
             }
             if (level_comm != NULL && nlevels > 0) {
-                level_comm[(size_t)r * nlevels + lvl] += k;
+                level_comm[(size_t)r * nlevels + lvl] += k + kr;
             }
         }
     }
@@ -124,7 +141,8 @@ nsp_status_t nsp_plan_evaluate(nsp_plan_t *plan)
         }
     }
     plan->predicted.step_s        = step;
-    plan->predicted.lower_bound_s = nsp_lower_bound_cost(&cost, plan->seq_lens, plan->nseqs);
+    plan->predicted.lower_bound_s = nsp_lower_bound_cost(&cost, plan->seq_lens, plan->nseqs,
+                                                         (plan->flags & NSP_PLAN_FLAG_RING) != 0);
     status = NSP_OK;
 
 out_free_rc:
@@ -132,9 +150,10 @@ out_free_rc:
     return status;
 }
 
-double nsp_lower_bound_cost(const nsp_cost_t *cost, const int64_t *lens, int nseqs)
+double nsp_lower_bound_cost(const nsp_cost_t *cost, const int64_t *lens, int nseqs,
+                            int enable_ring)
 {
-    const int dmax  = cost->max_degree;
+    const int dmax  = nsp_cost_top_degree(cost, enable_ring);
     double    total = 0.0, tokens = 0.0, longest = 0.0, alone;
 
     for (int i = 0; i < nseqs; ++i) {
@@ -147,13 +166,15 @@ double nsp_lower_bound_cost(const nsp_cost_t *cost, const int64_t *lens, int nse
     }
     /* (a) all compute (with the MoE term) spread evenly over N ranks */
     total = (total + nsp_cost_ep_time(cost, tokens)) / cost->cluster.ranks;
-    /* (b) the longest sequence alone at the largest valid degree */
+    /* (b) the longest sequence alone at the largest degree a plan may use:
+     * the largest Ulysses degree, or every rank when rings are allowed */
     alone = nsp_cost_comp(cost, longest, dmax) + nsp_cost_ep_time(cost, longest / dmax);
     return cost->model.layers * (total > alone ? total : alone);
 }
 
-nsp_status_t nsp_lower_bound(const nsp_model_t *model, const nsp_cluster_t *cluster,
-                             const int64_t *lens, int nseqs, double *bound_s)
+static nsp_status_t lower_bound(const nsp_model_t *model, const nsp_cluster_t *cluster,
+                                const int64_t *lens, int nseqs, int enable_ring,
+                                double *bound_s)
 {
     nsp_cost_t cost;
 
@@ -167,6 +188,24 @@ nsp_status_t nsp_lower_bound(const nsp_model_t *model, const nsp_cluster_t *clus
         }
     }
     NSP_CHECK(nsp_cost_init(&cost, model, cluster));
-    *bound_s = nsp_lower_bound_cost(&cost, lens, nseqs);
+    *bound_s = nsp_lower_bound_cost(&cost, lens, nseqs, enable_ring);
     return NSP_OK;
+}
+
+nsp_status_t nsp_lower_bound(const nsp_model_t *model, const nsp_cluster_t *cluster,
+                             const int64_t *lens, int nseqs, double *bound_s)
+{
+    return lower_bound(model, cluster, lens, nseqs, 0, bound_s);
+}
+
+nsp_status_t nsp_planner_lower_bound(const nsp_model_t *model, const nsp_cluster_t *cluster,
+                                     const int64_t *lens, int nseqs,
+                                     const nsp_planner_params_t *params, double *bound_s)
+{
+    if (params == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_planner_lower_bound: NULL params");
+    }
+    return lower_bound(model, cluster, lens, nseqs,
+                       (params->field_mask & NSP_PLANNER_FIELD_ENABLE_RING) &&
+                       params->enable_ring, bound_s);
 }

@@ -3,11 +3,18 @@
  * route.c (shared with the disjoint planner's greedy); this file runs it in
  * nested mode and turns its assignment into a plan whose groups nest and
  * align, with a group pipelined where each of its ranks holds another level.
+ *
+ * With rings (params.enable_ring) the tree has levels above the Ulysses
+ * limit (Ulysses x ring). The routing is greedy, so a larger tree is not
+ * guaranteed to route better: the tree without its ring levels is routed
+ * too and the faster plan kept, so enabling rings never makes a plan slower.
  */
 #include "planner/route.h"
 #include "common/log.h"
 
-nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan)
+#include <string.h>
+
+static nsp_status_t route_tree(const nsp_planner_input_t *in, nsp_plan_t **plan)
 {
     nsp_route_assign_t a;
     nsp_status_t       status;
@@ -19,4 +26,67 @@ nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan
 out_free:
     nsp_route_assign_free(&a);
     return status;
+}
+
+/* The same tree without its ring levels; 0 if it has none left or none to
+ * drop, or if its top level cannot hold the longest sequence (recomputed). */
+static int ulysses_subtree(const nsp_planner_input_t *in, nsp_planner_input_t *out)
+{
+    int64_t longest = 0;
+    int     n = 0;
+
+    for (int i = 0; i < in->nseqs; ++i) {
+        longest = in->lens[i] > longest ? in->lens[i] : longest;
+    }
+
+    *out = *in;
+    for (int l = 0; l < in->nlevels; ++l) {
+        if (in->level_ring[l] <= 1) {
+            out->level_degrees[n] = in->level_degrees[l];
+            out->level_ring[n]    = 1;
+            ++n;
+        }
+    }
+    out->nlevels = n;
+    return n > 0 && n < in->nlevels &&
+           (double)longest / out->level_degrees[n - 1] * in->cost.act_bytes_recompute <=
+           in->mem_cap;
+}
+
+nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan)
+{
+    nsp_planner_input_t uly;
+    nsp_plan_t         *ring_plan = NULL, *uly_plan = NULL;
+    nsp_status_t        ring_status, uly_status;
+
+    if (!in->enable_ring || !ulysses_subtree(in, &uly)) {
+        return route_tree(in, plan);
+    }
+    ring_status = route_tree(in, &ring_plan);
+    if (ring_status < 0 && ring_status != NSP_ERR_INFEASIBLE) {
+        return ring_status;
+    }
+    /* a sequence too long for the Ulysses levels' memory: only the ring tree */
+    uly_status = route_tree(&uly, &uly_plan);
+    if (uly_status < 0 && uly_status != NSP_ERR_INFEASIBLE) {
+        nsp_plan_free(ring_plan);
+        return uly_status;
+    }
+    if (ring_status < 0 && uly_status < 0) {
+        return ring_status;
+    }
+    if (ring_status == NSP_OK && uly_status == NSP_OK) {
+        NSP_DEBUG("nested: ring tree %.6f s, Ulysses-only tree %.6f s per step",
+                  ring_plan->predicted.step_s, uly_plan->predicted.step_s);
+        if (uly_plan->predicted.step_s <= ring_plan->predicted.step_s) {
+            nsp_plan_free(ring_plan);
+            ring_plan = NULL;
+        } else {
+            nsp_plan_free(uly_plan);
+            uly_plan = NULL;
+        }
+    }
+    nsp_error_clear();
+    *plan = ring_plan != NULL ? ring_plan : uly_plan;
+    return NSP_OK;
 }

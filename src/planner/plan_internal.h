@@ -43,8 +43,9 @@ nsp_status_t nsp_plan_alloc(const char *planner, const nsp_model_t *model,
 typedef struct nsp_rank_round_cost {
     double comp_s;      /**< C: compute incl. recompute factor and MoE term */
     double ep_s;        /**< the MoE part of comp_s */
-    double k_pipe_s;    /**< pipelined exchange time */
+    double k_pipe_s;    /**< pipelined exchange time (ring exchanges included) */
     double k_seq_s;     /**< non-pipelined exchange time */
+    double ring_s;      /**< ring exchange time (the part of k_pipe_s that is ring) */
     double time_s;      /**< nsp_cost_rank_time(C, K_pipe, K_seq) */
     double tokens;      /**< tokens held (sum of s/d) */
     double mem_bytes;   /**< memory in this round */
@@ -63,8 +64,11 @@ nsp_status_t nsp_plan_eval_round(const nsp_cost_t *cost, const nsp_plan_t *plan,
                                  nsp_rank_round_cost_t *out, double *round_s,
                                  int nlevels, double *level_comp, double *level_comm);
 
-/** Lower bound with an initialised cost (seconds per step). */
-double nsp_lower_bound_cost(const nsp_cost_t *cost, const int64_t *lens, int nseqs);
+/** Lower bound with an initialised cost (seconds per step). enable_ring:
+ *  term (b) puts the longest sequence on every rank (nsp_cost_top_degree)
+ *  instead of the largest Ulysses degree (docs/cost-model.md). */
+double nsp_lower_bound_cost(const nsp_cost_t *cost, const int64_t *lens, int nseqs,
+                            int enable_ring);
 
 /** Wall clock in seconds (monotonic), for planning times. */
 double nsp_wtime(void);

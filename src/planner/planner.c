@@ -16,15 +16,28 @@
  * packed to the limit stays under it when re-evaluated in another order. */
 #define NSP_PLANNER_MEM_MARGIN 1e-6
 
-void nsp_seq_cost(const nsp_cost_t *cost, double s, int d, int recompute,
-                  nsp_seq_cost_t *out)
+void nsp_seq_cost_ring(const nsp_cost_t *cost, double s, int d, int ring, int recompute,
+                       nsp_seq_cost_t *out)
 {
     const double rcf = recompute ? NSP_COST_RECOMPUTE_COMP : 1.0;
     const double rcb = recompute ? NSP_COST_RECOMPUTE_A2A : 1.0;
 
-    out->comp_s    = rcf * nsp_cost_comp(cost, s, d) + nsp_cost_ep_time(cost, s / d);
-    out->bytes     = rcb * nsp_cost_a2a_bytes(cost, s, d);
-    out->mem_bytes = s / d * nsp_cost_act_bytes(cost, recompute);
+    out->comp_s     = rcf * nsp_cost_comp(cost, s, d) + nsp_cost_ep_time(cost, s / d);
+    out->bytes      = rcb * nsp_cost_group_a2a_bytes(cost, s, d, ring);
+    out->ring_bytes = ring > 1 ? nsp_cost_ring_bytes(cost, s, d, ring, recompute) : 0.0;
+    out->mem_bytes  = s / d * (nsp_cost_act_bytes(cost, recompute) +
+                               nsp_cost_ring_mem_per_token(cost, d, ring));
+}
+
+void nsp_seq_cost(const nsp_cost_t *cost, double s, int d, int recompute,
+                  nsp_seq_cost_t *out)
+{
+    nsp_seq_cost_ring(cost, s, d, 1, recompute, out);
+}
+
+int nsp_planner_ring_of(const nsp_planner_input_t *in, int d)
+{
+    return in->enable_ring ? nsp_cost_ring_for_degree(&in->cost, d) : 1;
 }
 
 nsp_status_t nsp_pack_aligned(const int *size, int n, int ranks, int *rank0_out)
@@ -76,10 +89,15 @@ static const char *planner_name(nsp_planner_kind_t kind)
 }
 
 /* The default tree: 1, 2, 4, ... while valid, then the largest valid degree
- * if it is a multiple of the last (e.g. 1, 2, 4, 8, 24 for 24 heads). */
-static void default_levels(const nsp_cost_t *cost, nsp_planner_input_t *in)
+ * if it is a multiple of the last (e.g. 1, 2, 4, 8, 24 for 24 heads). With
+ * rings (not for the disjoint planner, which stays Ulysses-only), the tree
+ * goes on doubling up to the ranks, then the ranks themselves if they are a
+ * multiple of the last (e.g. 1, 2, ..., 32, 64, 128), each level above the
+ * Ulysses limit Ulysses x ring (nsp_cost_ring_for_degree). */
+static void default_levels(const nsp_cost_t *cost, int ring, nsp_planner_input_t *in)
 {
-    int n = 0;
+    const int N = cost->cluster.ranks;
+    int       n = 0;
 
     for (int d = 1; d <= cost->max_degree && n < NSP_PLANNER_MAX_LEVELS; d *= 2) {
         if (nsp_cost_degree_valid(cost, d)) {
@@ -90,6 +108,15 @@ static void default_levels(const nsp_cost_t *cost, nsp_planner_input_t *in)
         cost->max_degree % in->level_degrees[n - 1] == 0) {
         in->level_degrees[n++] = cost->max_degree;
     }
+    if (ring) {
+        for (int d = 2 * in->level_degrees[n - 1]; d <= N && n < NSP_PLANNER_MAX_LEVELS; d *= 2) {
+            in->level_degrees[n++] = d;
+        }
+        if (n < NSP_PLANNER_MAX_LEVELS && in->level_degrees[n - 1] != N &&
+            N % in->level_degrees[n - 1] == 0) {
+            in->level_degrees[n++] = N;
+        }
+    }
     in->nlevels = n;
 }
 
@@ -98,7 +125,10 @@ static nsp_status_t resolve_levels(const nsp_planner_params_t *p, nsp_planner_in
     const nsp_cost_t *cost = &in->cost;
 
     if (!(p->field_mask & NSP_PLANNER_FIELD_LEVEL_DEGREES)) {
-        default_levels(cost, in);
+        default_levels(cost, in->enable_ring && p->kind != NSP_PLANNER_DISJOINT, in);
+        for (int l = 0; l < in->nlevels; ++l) {
+            in->level_ring[l] = nsp_planner_ring_of(in, in->level_degrees[l]);
+        }
         return NSP_OK;
     }
     if (p->nlevels < 1 || p->nlevels > NSP_PLANNER_MAX_LEVELS || p->level_degrees == NULL) {
@@ -107,10 +137,18 @@ static nsp_status_t resolve_levels(const nsp_planner_params_t *p, nsp_planner_in
     }
     for (int l = 0; l < p->nlevels; ++l) {
         const int d = p->level_degrees[l];
-        if (!nsp_cost_degree_valid(cost, d)) {
+        if (in->enable_ring && p->kind != NSP_PLANNER_DISJOINT) {
+            if (d < 1 || d > cost->cluster.ranks) {
+                return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees[%d]=%d is not a "
+                                 "valid degree: with rings it must be in [1, ranks=%d]", l, d,
+                                 cost->cluster.ranks);
+            }
+        } else if (!nsp_cost_degree_valid(cost, d)) {
             return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees[%d]=%d is not a valid "
-                             "degree: it must divide q_heads=%d and be <= ranks=%d", l, d,
-                             cost->model.q_heads, cost->cluster.ranks);
+                             "degree: it must divide q_heads=%d and be <= ranks=%d%s", l, d,
+                             cost->model.q_heads, cost->cluster.ranks,
+                             in->enable_ring ? " (the disjoint planner uses Ulysses degrees "
+                             "only)" : "");
         }
         if (l > 0 && (d <= p->level_degrees[l - 1] || d % p->level_degrees[l - 1] != 0)) {
             return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees must ascend and each "
@@ -118,6 +156,7 @@ static nsp_status_t resolve_levels(const nsp_planner_params_t *p, nsp_planner_in
                              p->level_degrees[l - 1]);
         }
         in->level_degrees[l] = d;
+        in->level_ring[l]    = p->kind == NSP_PLANNER_DISJOINT ? 1 : nsp_planner_ring_of(in, d);
     }
     in->nlevels = p->nlevels;
     return NSP_OK;
@@ -131,13 +170,24 @@ static nsp_status_t resolve_params(const nsp_planner_params_t *p, nsp_planner_in
     in->static_recompute = -1;
     in->time_limit_s     = NSP_PLANNER_DEFAULT_TIME_LIMIT_S;
     in->max_rounds       = NSP_PLANNER_DEFAULT_MAX_ROUNDS;
+    in->enable_ring      = (p->field_mask & NSP_PLANNER_FIELD_ENABLE_RING) && p->enable_ring;
+    if (p->field_mask & NSP_PLANNER_FIELD_ENABLE_RING &&
+        p->enable_ring != 0 && p->enable_ring != 1) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "params.enable_ring=%d must be 0 or 1",
+                         p->enable_ring);
+    }
     if (p->field_mask & NSP_PLANNER_FIELD_STATIC_DEGREE) {
-        if (!nsp_cost_degree_valid(cost, p->static_degree)) {
+        const int d = p->static_degree;
+        if (!nsp_cost_degree_valid(cost, d) &&
+            !(in->enable_ring && d > cost->max_degree && d <= cost->cluster.ranks &&
+              cost->cluster.ranks % d == 0)) {
             return nsp_error(NSP_ERR_INVALID_ARG, "params.static_degree=%d is not a valid "
-                             "degree: it must divide q_heads=%d and be <= ranks=%d",
-                             p->static_degree, cost->model.q_heads, cost->cluster.ranks);
+                             "degree: it must divide q_heads=%d and be <= ranks=%d%s", d,
+                             cost->model.q_heads, cost->cluster.ranks,
+                             in->enable_ring ? ", or (with rings) be above the largest "
+                             "Ulysses degree and divide the ranks" : "");
         }
-        in->static_degree = p->static_degree;
+        in->static_degree = d;
     }
     if (p->field_mask & NSP_PLANNER_FIELD_STATIC_RECOMPUTE) {
         if (p->static_recompute != 0 && p->static_recompute != 1) {
@@ -160,11 +210,6 @@ static nsp_status_t resolve_params(const nsp_planner_params_t *p, nsp_planner_in
         }
         in->max_rounds = p->max_rounds;
     }
-    if ((p->field_mask & NSP_PLANNER_FIELD_ENABLE_RING) && p->enable_ring) {
-        return nsp_error(NSP_ERR_UNSUPPORTED, "params.enable_ring: ring degrees are not part "
-                         "of cost model v1 yet; plans use Ulysses degrees only (leave "
-                         "enable_ring 0)");
-    }
     return resolve_levels(p, in);
 }
 
@@ -177,7 +222,13 @@ static int largest_degree(const nsp_planner_input_t *in, nsp_planner_kind_t kind
         return in->static_degree;
     }
     if (kind == NSP_PLANNER_STATIC) {
-        return in->cost.max_degree;
+        int top = in->cost.max_degree;
+        for (int d = top + 1; in->enable_ring && d <= in->cost.cluster.ranks; ++d) {
+            if (in->cost.cluster.ranks % d == 0) {
+                top = d;   /* static ring degrees divide the ranks */
+            }
+        }
+        return top;
     }
     return in->level_degrees[in->nlevels - 1];
 }
@@ -199,7 +250,8 @@ static nsp_status_t check_memory(const nsp_planner_input_t *in, int dmax)
     const nsp_cost_t *cost  = &in->cost;
     const double      fixed = cost->fixed_mem_bytes;
     const double      M     = cost->cluster.mem_bytes;
-    const double      a_rc  = cost->act_bytes_recompute;
+    const double      a_rc  = cost->act_bytes_recompute +
+                              nsp_cost_ring_mem_per_token(cost, dmax, nsp_planner_ring_of(in, dmax));
 
     if (in->mem_cap <= 0.0) {
         return nsp_error(NSP_ERR_INFEASIBLE, "model states and workspace need %.2f GiB per "
@@ -356,6 +408,12 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
     free(order);
     if (status < 0) {
         return status;
+    }
+    if (in.enable_ring) {
+        /* the bound of a batch with rings allowed (docs/cost-model.md); it
+         * is what nsp_plan_evaluate() derives from the flag */
+        plan->flags |= NSP_PLAN_FLAG_RING;
+        plan->predicted.lower_bound_s = nsp_lower_bound_cost(&in.cost, lens, nseqs, 1);
     }
     plan->predicted.plan_ms = (nsp_wtime() - t0) * 1e3;
     snprintf(plan->planner, sizeof(plan->planner), "%s", planner_name(params->kind));

@@ -34,6 +34,10 @@ typedef struct nsp_planner_input {
     int            nlevels;          /**< nested: levels of the tree */
     int            level_degrees[NSP_PLANNER_MAX_LEVELS]; /**< ascending, each divides
                                                                the next */
+    int            level_ring[NSP_PLANNER_MAX_LEVELS];    /**< ring degree of each level:
+                                                               1 = Ulysses, > 1 only with
+                                                               enable_ring */
+    int            enable_ring;      /**< groups may be Ulysses x ring (params) */
     int            max_rounds;       /**< most rounds a plan may use */
 } nsp_planner_input_t;
 
@@ -53,12 +57,22 @@ nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan
  *  per group) and activation bytes. */
 typedef struct nsp_seq_cost {
     double comp_s;     /**< rcf * comp(s, d) + ep_time(s/d) */
-    double bytes;      /**< rcb * a2a_bytes(s, d) */
-    double mem_bytes;  /**< s/d * activation bytes per token */
+    double bytes;      /**< rcb * a2a bytes (at B(u); a2a_bytes(s, d) for ring 1) */
+    double ring_bytes; /**< ring bytes, recomputed forward included (0 for ring 1) */
+    double mem_bytes;  /**< s/d * (activation + ring buffer) bytes per token */
 } nsp_seq_cost_t;
 
+/** The cost of a sequence in a Ulysses group of degree d (ring 1). */
 void nsp_seq_cost(const nsp_cost_t *cost, double s, int d, int recompute,
                   nsp_seq_cost_t *out);
+
+/** The same in a group of degree d with ring degree `ring` (d = u * ring). */
+void nsp_seq_cost_ring(const nsp_cost_t *cost, double s, int d, int ring, int recompute,
+                       nsp_seq_cost_t *out);
+
+/** The ring degree of a group of degree d in this planning call: 1 without
+ *  rings, else nsp_cost_ring_for_degree(). */
+int nsp_planner_ring_of(const nsp_planner_input_t *in, int d);
 
 /** Pack groups of the given sizes (powers of two, any order) into aligned
  *  ranges of [0, ranks): rank0_out[i] for size[i]. Largest first, so every

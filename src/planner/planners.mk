@@ -33,7 +33,8 @@ PLANNERS_TEST_LDADD = tests/libnsptest.la libnspcomm_planner.la -lm
 PLANNERS_TESTS = \
 	tests/planners/test_planners \
 	tests/planners/test_planner_input \
-	tests/planners/test_planner_cases
+	tests/planners/test_planner_cases \
+	tests/planners/test_planner_ring
 check_PROGRAMS += $(PLANNERS_TESTS)
 TESTS += $(PLANNERS_TESTS)
 tests_planners_test_planners_SOURCES = tests/planners/test_planners.c \
@@ -48,3 +49,7 @@ tests_planners_test_planner_cases_SOURCES = tests/planners/test_planner_cases.c 
 	tests/planners/check.c tests/planners/check.h
 tests_planners_test_planner_cases_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
 tests_planners_test_planner_cases_LDADD = $(PLANNERS_TEST_LDADD)
+tests_planners_test_planner_ring_SOURCES = tests/planners/test_planner_ring.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_planner_ring_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
+tests_planners_test_planner_ring_LDADD = $(PLANNERS_TEST_LDADD)

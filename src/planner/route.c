@@ -43,6 +43,13 @@
  * exact step; the best gets local moves (sequences of the slowest rank's
  * groups moved to where the step drops most).
  *
+ * Ring levels (params.enable_ring; docs/cost-model.md): a level whose ring
+ * degree r > 1 (d = u * r) prices its all-to-all at the subgroup's degree u
+ * (bw, lat4), adds the ring exchange (rcoef, rlat: linear in the group's
+ * tokens) to the group's exchange K, and its ring buffers to the memory per
+ * token (ringm); the exact comparison (round_exact) counts the ring as
+ * overlapping always. With r = 1 every term is the v1 one, bit for bit.
+ *
  * Disjoint mode: the same engine with eta = 0 (nothing overlaps) and only
  * "compatible" groups offered: a used group (to join it) or one whose ranks
  * hold nothing yet in the round (no used group above or below it). Every
@@ -119,8 +126,14 @@ typedef struct nest_shape {
     int     deg[NSP_PLANNER_MAX_LEVELS];      /* degree of each level */
     int     ng[NSP_PLANNER_MAX_LEVELS];       /* groups of each level */
     int     off[NSP_PLANNER_MAX_LEVELS];      /* first node id of each level */
-    double  bw[NSP_PLANNER_MAX_LEVELS];       /* B(d), bytes/s */
-    double  lat4[NSP_PLANNER_MAX_LEVELS];     /* 4a(d), seconds (0 for d = 1) */
+    double  bw[NSP_PLANNER_MAX_LEVELS];       /* a2a bandwidth B(u), bytes/s (u = d/ring) */
+    double  lat4[NSP_PLANNER_MAX_LEVELS];     /* 4a(u), seconds (0 for u = 1) */
+    int     ring[NSP_PLANNER_MAX_LEVELS];     /* ring degree of each level (1: Ulysses) */
+    double  rcoef[NSP_PLANNER_MAX_LEVELS][2]; /* ring seconds per token of the group's
+                                                 sequences (kept, recomputed): ring bytes
+                                                 per token / B(d) */
+    double  rlat[NSP_PLANNER_MAX_LEVELS][2];  /* ring latency: messages * a(d) */
+    double  ringm[NSP_PLANNER_MAX_LEVELS];    /* ring buffer bytes per token held */
     int     nnodes;
     int    *level;        /* [nnodes] */
     int    *parent;       /* [nnodes] node id, -1 for a root */
@@ -137,7 +150,8 @@ typedef struct nest_shape {
 typedef struct nest_node {
     double comp;     /* sum of comp(s, 1): lin + attn seconds per layer */
     double tokens;   /* sum of s */
-    double bytes;    /* sum of a2a_bytes(s, d): bytes per rank, no recompute factor */
+    double bytes;    /* sum of the group's a2a bytes (a2a_bytes(s, d) for ring 1): bytes
+                        per rank, no recompute factor */
     double add1, add2, addm;   /* per-rank L1, L2, activation bytes this group adds */
     double agg1, agg2, aggm;   /* max over the ranks below of the sum down from here */
     int    nseq;
@@ -252,8 +266,21 @@ static nsp_status_t shape_init(nest_shape_t *sh, const nsp_planner_input_t *in)
         sh->deg[l]  = in->level_degrees[l];
         sh->ng[l]   = sh->ranks / sh->deg[l];
         sh->off[l]  = n;
-        sh->bw[l]   = nsp_cost_bw(cost, sh->deg[l]);
-        sh->lat4[l] = sh->deg[l] > 1 ? NSP_COST_A2A_PER_LAYER * nsp_cost_lat(cost, sh->deg[l]) : 0.0;
+        sh->ring[l] = in->level_ring[l] > 0 ? in->level_ring[l] : 1;
+        {
+            const int u = sh->deg[l] / sh->ring[l];
+            sh->bw[l]   = nsp_cost_bw(cost, u);
+            sh->lat4[l] = u > 1 ? NSP_COST_A2A_PER_LAYER * nsp_cost_lat(cost, u) : 0.0;
+        }
+        for (int rc = 0; rc <= 1; ++rc) {
+            /* nsp_cost_ring_bytes is linear in s: its value at s = 1 */
+            sh->rcoef[l][rc] = sh->ring[l] > 1 ?
+                nsp_cost_ring_bytes(cost, 1.0, sh->deg[l], sh->ring[l], rc) /
+                nsp_cost_bw(cost, sh->deg[l]) : 0.0;
+            sh->rlat[l][rc] = nsp_cost_ring_messages(sh->ring[l], rc) *
+                              nsp_cost_lat(cost, sh->deg[l]);
+        }
+        sh->ringm[l] = nsp_cost_ring_mem_per_token(cost, sh->deg[l], sh->ring[l]);
         n += sh->ng[l];
     }
     sh->nnodes      = n;
@@ -376,6 +403,22 @@ static nsp_status_t round_alloc(nest_state_t *st, nest_round_t *rd)
     return NSP_OK;
 }
 
+/* Ring exchange seconds per layer of a level-l group holding `tokens`
+ * (sum of its sequences' lengths); 0 for a Ulysses level. */
+static double ring_time(const nest_state_t *st, int l, double tokens, int rc)
+{
+    if (st->sh.ring[l] <= 1) {
+        return 0.0;
+    }
+    return tokens * st->sh.rcoef[l][rc != 0] + st->sh.rlat[l][rc != 0];
+}
+
+/* Activation (+ ring buffer) bytes per token held at level l. */
+static double mem_per_token(const nest_state_t *st, int l, int rc)
+{
+    return (rc ? st->a_rc : st->a_keep) + st->sh.ringm[l];
+}
+
 /* Per-rank additions of a group from its sums. */
 static void node_adds(const nest_state_t *st, int l, nest_node_t *nd)
 {
@@ -383,12 +426,15 @@ static void node_adds(const nest_state_t *st, int l, nest_node_t *nd)
     const double rcb = nd->rc ? NSP_COST_RECOMPUTE_A2A : 1.0;
     const double d   = st->sh.deg[l];
     const double C   = (rcf * nd->comp + st->cost->ep_s_per_token * nd->tokens) / d;
-    const double K   = (nd->nseq > 0 && st->sh.deg[l] > 1) ?
+    double       K   = (nd->nseq > 0 && st->sh.deg[l] > 1) ?
                        rcb * nd->bytes / st->sh.bw[l] + st->sh.lat4[l] : 0.0;
 
+    if (st->sh.ring[l] > 1 && nd->nseq > 0) {
+        K += ring_time(st, l, nd->tokens, nd->rc);   /* overlaps like a pipelined level */
+    }
     nd->add1 = C + st->eta1 * K;
     nd->add2 = st->eta1 * C + K;
-    nd->addm = nd->tokens / d * (nd->rc ? st->a_rc : st->a_keep);
+    nd->addm = nd->tokens / d * ((nd->rc ? st->a_rc : st->a_keep) + st->sh.ringm[l]);
 }
 
 /* Recompute a node's aggregates from its adds and its children. */
@@ -616,7 +662,7 @@ static void node_account(const nest_state_t *st, nest_node_t *nd, int l, int i, 
 
     nd->comp   += sign * st->comp1[i];
     nd->tokens += sign * s;
-    nd->bytes  += sign * nsp_cost_a2a_bytes(st->cost, s, st->sh.deg[l]);
+    nd->bytes  += sign * nsp_cost_group_a2a_bytes(st->cost, s, st->sh.deg[l], st->sh.ring[l]);
     nd->nseq   += sign;
     if (nd->nseq == 0) {   /* exact zeros: no drift after many moves */
         nd->comp = nd->tokens = nd->bytes = 0.0;
@@ -732,9 +778,13 @@ static double alone_time(const nest_state_t *st, int i, int l)
     const double s = (double)st->in->lens[i];
     const double d = st->sh.deg[l];
     const double C = (st->comp1[i] + st->cost->ep_s_per_token * s) / d;
-    const double K = st->sh.deg[l] > 1 ?
-                     nsp_cost_a2a_bytes(st->cost, s, st->sh.deg[l]) / st->sh.bw[l] + st->sh.lat4[l] : 0.0;
+    double       K = st->sh.deg[l] > 1 ?
+                     nsp_cost_group_a2a_bytes(st->cost, s, st->sh.deg[l], st->sh.ring[l]) /
+                     st->sh.bw[l] + st->sh.lat4[l] : 0.0;
 
+    if (st->sh.ring[l] > 1) {
+        K += ring_time(st, l, s, 0);
+    }
     return C + st->eta1 * K;
 }
 
@@ -769,14 +819,14 @@ static void consider_level(const nest_state_t *st, int i, int r, int l, double r
     int           n;
 
     n = st->in->lens[i] <= st->rc_below ? -1 :
-        find_group(st, &st->round[r], l, s / d * st->a_keep);
+        find_group(st, &st->round[r], l, s / d * mem_per_token(st, l, 0));
     if (n >= 0 && eval_option(st, i, r, n, 0, ref, &opt) && option_better(&opt, best)) {
         *best = opt;
     }
     if (best->valid && best->delta <= 0.0 && best->r == r && best->rc == 0) {
         return;   /* a kept place under the reference: recomputation cannot beat it */
     }
-    n = find_group(st, &st->round[r], l, s / d * st->a_rc);
+    n = find_group(st, &st->round[r], l, s / d * mem_per_token(st, l, 1));
     if (n >= 0) {
         /* flip the group if kept does not fit; eval checks memory exactly */
         if (eval_option(st, i, r, n, 1, ref, &opt) && option_better(&opt, best)) {
@@ -815,7 +865,7 @@ static int route_long(nest_state_t *st, int i)
                 t_min = t;
                 l_min = l;
             }
-            if (l_mem < 0 && s / st->sh.deg[l] * st->a_keep <= st->cap) {
+            if (l_mem < 0 && s / st->sh.deg[l] * mem_per_token(st, l, 0) <= st->cap) {
                 l_mem = l;
             }
         }
@@ -1088,7 +1138,7 @@ static int route_short(nest_state_t *st, int i, double *rmax)
     memset(&best, 0, sizeof(best));
     for (int r = 0; r < st->R && !rc_only; ++r) {
         const double ref = dmax(rmax[r], st->target);
-        const int    j   = leaf_find(st, &st->round[r], s / d * st->a_keep, 0);
+        const int    j   = leaf_find(st, &st->round[r], s / d * mem_per_token(st, 0, 0), 0);
         if (j >= 0 && eval_leaf(st, i, r, j, 0, ref, &opt) && option_better(&opt, &best)) {
             best = opt;
         }
@@ -1096,7 +1146,7 @@ static int route_short(nest_state_t *st, int i, double *rmax)
     if (!best.valid || best.delta > 0.0) {
         for (int r = 0; r < st->R; ++r) {
             const double ref = dmax(rmax[r], st->target);
-            const int    j   = leaf_find(st, &st->round[r], s / d * st->a_rc, 1);
+            const int    j   = leaf_find(st, &st->round[r], s / d * mem_per_token(st, 0, 1), 1);
             if (j >= 0 && eval_leaf(st, i, r, j, 1, ref, &opt) && option_better(&opt, &best)) {
                 best = opt;
             }
@@ -1329,7 +1379,7 @@ static void best_insertion(const nest_state_t *st, int i, const double *rmax, do
             for (int rc = 0; rc <= 1; ++rc) {
                 nest_option_t opt;
                 const int     n = find_group(st, &st->round[r], l,
-                                             s / d * (rc ? st->a_rc : st->a_keep));
+                                             s / d * mem_per_token(st, l, rc));
                 if (n < 0 || !eval_option(st, i, r, n, rc, rmax[r], &opt)) {
                     continue;
                 }
@@ -1426,13 +1476,14 @@ static double round_exact(const nest_state_t *st, const nest_round_t *rd, int *l
         const int          l  = sh->level[n], r0 = (n - sh->off[l]) * sh->deg[l];
         const double       rcf = nd->rc ? NSP_COST_RECOMPUTE_COMP : 1.0;
         const double       rcb = nd->rc ? NSP_COST_RECOMPUTE_A2A : 1.0;
-        double             c, k;
+        double             c, k, kr;
         int                piped = 1;
         if (nd->nseq == 0) {
             continue;
         }
         c = (rcf * nd->comp + st->cost->ep_s_per_token * nd->tokens) / sh->deg[l];
         k = sh->deg[l] > 1 ? rcb * nd->bytes / sh->bw[l] + sh->lat4[l] : 0.0;
+        kr = ring_time(st, l, nd->tokens, nd->rc);
         for (int g = r0; g < r0 + sh->deg[l]; ++g) {
             piped &= levels[g] >= 2;
         }
@@ -1442,6 +1493,9 @@ static double round_exact(const nest_state_t *st, const nest_round_t *rd, int *l
                 Kp[g] += k;
             } else {
                 Ks[g] += k;
+            }
+            if (kr > 0.0) {
+                Kp[g] += kr;   /* a ring always overlaps its level's compute */
             }
         }
     }
@@ -1990,6 +2044,11 @@ nsp_status_t nsp_route_plan(const nsp_planner_input_t *in, const char *planner,
         gd->recompute = a->rc[i];
         gd->pipelined = 0;
         gd->ring      = 1;
+        for (int l = 0; l < nl; ++l) {
+            if (in->level_degrees[l] == a->size[i]) {
+                gd->ring = in->level_ring[l] > 0 ? in->level_ring[l] : 1;
+            }
+        }
     }
     if (pipeline_rule) {
         /* groups are in round order: count each round's groups per rank */

@@ -43,7 +43,7 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
 
 /**
  * Build a plan from an assignment: sequences with the same (round, rank0,
- * size) share a group. pipeline_rule 1: a group is pipelined iff each of its
+ * size) share a group, whose ring degree is its level's (in->level_ring). pipeline_rule 1: a group is pipelined iff each of its
  * ranks holds another group in the round (nested); 0: nothing is pipelined.
  * Errors: NSP_ERR_INVALID_ARG, NSP_ERR_NO_MEMORY.
  */

@@ -15,6 +15,14 @@
  * slots), and the fastest plan is kept: the best static SP a careful user
  * could configure for this batch. Cost: O(configs * packings * n * G) worst
  * case, O(n log G) typical (a heap per round).
+ *
+ * With rings (params.enable_ring) the degrees above the Ulysses limit that
+ * divide the ranks are tried too, as Ulysses x ring groups
+ * (nsp_cost_ring_for_degree): a careful user would add context parallelism.
+ * A ring group's time is not a sum over its sequences (its ring exchange
+ * hides behind its compute: max(C, R) + (1-eta) min(C, R) + A, see
+ * docs/cost-model.md), so its slots keep C, R and A and their load is that
+ * formula, exactly.
  */
 #include "planner/route.h"
 #include "common/log.h"
@@ -32,7 +40,10 @@ enum { PACK_MIN_STEP = 0, PACK_LPT = 1, PACK_RULES = 2 };
 
 /* The per-sequence costs of one configuration. */
 typedef struct static_items {
-    double *t;    /* [nseqs] seconds per layer the sequence adds to its group */
+    double *t;    /* [nseqs] seconds per layer the sequence adds to its group
+                     (ring 1: compute + a2a; ring > 1: compute) */
+    double *a;    /* [nseqs] ring > 1: a2a seconds (at B(u)) */
+    double *rg;   /* [nseqs] ring > 1: ring seconds (at B(d)) */
     double *mem;  /* [nseqs] activation bytes per rank it adds */
 } static_items_t;
 
@@ -41,17 +52,40 @@ typedef struct static_pack {
     int     groups;     /* G: groups per round */
     int     rounds;     /* rounds opened so far */
     int     max_rounds;
-    double  lat;        /* 4a(d): paid once per used group (0 if d = 1) */
+    double  lat;        /* 4a(d): paid once per used group (0 if d = 1); ring:
+                           4a(u) (0 if u = 1) */
+    int     ring;       /* ring degree of the groups */
+    double  lat_ring;   /* ring > 1: messages * a(d), once per used group */
+    double  eta1;       /* 1 - eta */
     double *load;       /* [max_rounds * G] seconds per layer */
+    double *sc, *sa, *sr;  /* [max_rounds * G] ring > 1: C, A, R sums of a slot */
     double *mem;        /* [max_rounds * G] activation bytes per rank */
     int    *count;      /* [max_rounds * G] sequences */
     double *round_max;  /* [max_rounds] slowest group of each round */
     int    *slot_of;    /* [nseqs] the slot of each sequence */
 } static_pack_t;
 
-static double slot_load_after(const static_pack_t *p, int slot, double t)
+/* Ring > 1: a slot's C, A and R after taking item i. */
+static void slot_ring_after(const static_pack_t *p, int slot, int i, const static_items_t *it,
+                            double *c, double *a, double *r)
 {
-    return p->load[slot] + t + (p->count[slot] == 0 ? p->lat : 0.0);
+    const int first = p->count[slot] == 0;
+
+    *c = p->sc[slot] + it->t[i];
+    *a = p->sa[slot] + it->a[i] + (first ? p->lat : 0.0);
+    *r = p->sr[slot] + it->rg[i] + (first ? p->lat_ring : 0.0);
+}
+
+static double slot_load_after(const static_pack_t *p, int slot, int i, const static_items_t *it)
+{
+    double c, a, r;
+
+    if (p->ring <= 1) {
+        return p->load[slot] + it->t[i] + (p->count[slot] == 0 ? p->lat : 0.0);
+    }
+    /* the ring hides behind the group's compute (docs/cost-model.md) */
+    slot_ring_after(p, slot, i, it, &c, &a, &r);
+    return fmax(c, r) + p->eta1 * fmin(c, r) + a;
 }
 
 /* The least loaded slot of round r with memory for `mem`, or -1. */
@@ -82,7 +116,7 @@ static int pack_one(static_pack_t *p, int rule, int i, const static_items_t *it,
         if (slot < 0) {
             continue;
         }
-        after = slot_load_after(p, slot, it->t[i]);
+        after = slot_load_after(p, slot, i, it);
         /* min-step: raise the sum of round maxima least, then fill the least
          * loaded slot; LPT: the least loaded slot of all. */
         key1 = rule == PACK_MIN_STEP ? fmax(0.0, after - p->round_max[r]) : after;
@@ -102,7 +136,12 @@ static int pack_one(static_pack_t *p, int rule, int i, const static_items_t *it,
     }
     {
         const int r = best / p->groups;
-        p->load[best] = slot_load_after(p, best, it->t[i]);
+        if (p->ring > 1) {
+            slot_ring_after(p, best, i, it, &p->sc[best], &p->sa[best], &p->sr[best]);
+        }
+        p->load[best] = p->ring > 1 ? fmax(p->sc[best], p->sr[best]) +
+                                      p->eta1 * fmin(p->sc[best], p->sr[best]) + p->sa[best]
+                                    : slot_load_after(p, best, i, it);
         p->mem[best] += it->mem[i];
         p->count[best]++;
         p->slot_of[i] = best;
@@ -122,6 +161,11 @@ static double pack_all(const nsp_planner_input_t *in, static_pack_t *p, int rule
     memset(p->load, 0, sizeof(double) * (size_t)p->max_rounds * (size_t)p->groups);
     memset(p->mem, 0, sizeof(double) * (size_t)p->max_rounds * (size_t)p->groups);
     memset(p->count, 0, sizeof(int) * (size_t)p->max_rounds * (size_t)p->groups);
+    if (p->ring > 1) {
+        memset(p->sc, 0, sizeof(double) * (size_t)p->max_rounds * (size_t)p->groups);
+        memset(p->sa, 0, sizeof(double) * (size_t)p->max_rounds * (size_t)p->groups);
+        memset(p->sr, 0, sizeof(double) * (size_t)p->max_rounds * (size_t)p->groups);
+    }
     memset(p->round_max, 0, sizeof(double) * (size_t)p->max_rounds);
     p->rounds = rounds0 < p->max_rounds ? rounds0 : p->max_rounds;
     for (int k = 0; k < in->nseqs; ++k) {
@@ -141,15 +185,22 @@ static int config_items(const nsp_planner_input_t *in, int d, int rc, int groups
                         static_items_t *it, int *min_rounds)
 {
     const nsp_cost_t *cost = &in->cost;
+    const int         ring = nsp_planner_ring_of(in, d);
     double            total_mem = 0.0;
 
     for (int i = 0; i < in->nseqs; ++i) {
         nsp_seq_cost_t sc;
-        nsp_seq_cost(cost, (double)in->lens[i], d, rc, &sc);
+        nsp_seq_cost_ring(cost, (double)in->lens[i], d, ring, rc, &sc);
         if (sc.mem_bytes > in->mem_cap) {
             return 0;
         }
-        it->t[i]   = sc.comp_s + sc.bytes / nsp_cost_bw(cost, d);
+        if (ring > 1) {
+            it->t[i]  = sc.comp_s;
+            it->a[i]  = sc.bytes / nsp_cost_bw(cost, d / ring);
+            it->rg[i] = sc.ring_bytes / nsp_cost_bw(cost, d);
+        } else {
+            it->t[i] = sc.comp_s + sc.bytes / nsp_cost_bw(cost, d);
+        }
         it->mem[i] = sc.mem_bytes;
         total_mem += sc.mem_bytes;
     }
@@ -177,13 +228,24 @@ static nsp_status_t build_plan(const nsp_planner_input_t *in, int d, int rc, int
             gd->size      = d;
             gd->recompute = rc;
             gd->pipelined = 0;   /* one level per rank: nothing to overlap with */
-            gd->ring      = 1;
+            gd->ring      = nsp_planner_ring_of(in, d);
         }
     }
     status = nsp_plan_build("static", &in->cost.model, &in->cost.cluster, in->lens, in->nseqs,
                             desc, rounds * groups, slot_of, plan);
     free(desc);
     return status;
+}
+
+/* Degrees static may use: the valid Ulysses degrees and, with rings, the
+ * degrees above them that divide the ranks (consecutive groups cover all). */
+static int static_degree_ok(const nsp_planner_input_t *in, int d)
+{
+    const nsp_cost_t *cost = &in->cost;
+
+    return nsp_cost_degree_valid(cost, d) ||
+           (in->enable_ring && d > cost->max_degree && d <= cost->cluster.ranks &&
+            cost->cluster.ranks % d == 0);
 }
 
 /* The best (degree, recompute, packing) over `degrees` (NULL: every valid
@@ -195,7 +257,8 @@ static nsp_status_t static_search(const nsp_planner_input_t *in, const int *degr
     const nsp_cost_t *cost  = &in->cost;
     const int         N     = cost->cluster.ranks;
     const size_t      n     = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
-    static_items_t    it    = {NULL, NULL};
+    static_items_t    it    = {NULL, NULL, NULL, NULL};
+    const int         dtop  = in->enable_ring ? N : cost->max_degree;
     static_pack_t     p;
     int               best_d = 0, best_rc = 0, best_rounds = 0, tried = 0;
     double            best_step = DBL_MAX;
@@ -204,24 +267,31 @@ static nsp_status_t static_search(const nsp_planner_input_t *in, const int *degr
     memset(&p, 0, sizeof(p));
     p.max_rounds = in->max_rounds;
     it.t      = malloc(sizeof(double) * n);
+    it.a      = malloc(sizeof(double) * n);
+    it.rg     = malloc(sizeof(double) * n);
     it.mem    = malloc(sizeof(double) * n);
     p.load    = malloc(sizeof(double) * (size_t)in->max_rounds * (size_t)N);
     p.mem     = malloc(sizeof(double) * (size_t)in->max_rounds * (size_t)N);
     p.count   = malloc(sizeof(int) * (size_t)in->max_rounds * (size_t)N);
     p.round_max = malloc(sizeof(double) * (size_t)in->max_rounds);
     p.slot_of = malloc(sizeof(int) * n);
-    if (it.t == NULL || it.mem == NULL || p.load == NULL || p.mem == NULL || p.count == NULL ||
-        p.round_max == NULL || p.slot_of == NULL) {
+    p.sc      = malloc(sizeof(double) * (size_t)in->max_rounds * (size_t)N);
+    p.sa      = malloc(sizeof(double) * (size_t)in->max_rounds * (size_t)N);
+    p.sr      = malloc(sizeof(double) * (size_t)in->max_rounds * (size_t)N);
+    p.eta1    = 1.0 - cost->cluster.overlap;
+    if (it.t == NULL || it.a == NULL || it.rg == NULL || it.mem == NULL || p.load == NULL ||
+        p.mem == NULL || p.count == NULL || p.round_max == NULL || p.slot_of == NULL ||
+        p.sc == NULL || p.sa == NULL || p.sr == NULL) {
         status = nsp_error(NSP_ERR_NO_MEMORY, "static planner: cannot allocate slots for %d "
                            "ranks x %d rounds", N, in->max_rounds);
         goto out_free;
     }
-    for (int d = 1; d <= cost->max_degree; ++d) {
+    for (int d = 1; d <= dtop; ++d) {
         int allowed = degrees == NULL;
         for (int k = 0; k < ndeg; ++k) {
             allowed |= degrees[k] == d;
         }
-        if (!allowed || !nsp_cost_degree_valid(cost, d) ||
+        if (!allowed || !static_degree_ok(in, d) ||
             (degrees == NULL && in->static_degree > 0 && d != in->static_degree)) {
             continue;
         }
@@ -231,7 +301,11 @@ static nsp_status_t static_search(const nsp_planner_input_t *in, const int *degr
                 continue;
             }
             p.groups = N / d;
-            p.lat    = d > 1 ? NSP_COST_A2A_PER_LAYER * nsp_cost_lat(cost, d) : 0.0;
+            p.ring   = nsp_planner_ring_of(in, d);
+            p.lat    = d / p.ring > 1 ?
+                       NSP_COST_A2A_PER_LAYER * nsp_cost_lat(cost, d / p.ring) : 0.0;
+            p.lat_ring = p.ring > 1 ? nsp_cost_ring_messages(p.ring, rc) * nsp_cost_lat(cost, d)
+                                    : 0.0;
             if (!config_items(in, d, rc, p.groups, &it, &min_rounds) ||
                 min_rounds > in->max_rounds) {
                 NSP_DEBUG("static: degree %d recompute %d cannot hold the batch", d, rc);
@@ -267,6 +341,11 @@ static nsp_status_t static_search(const nsp_planner_input_t *in, const int *degr
     *best_step_p   = best_step;
 
 out_free:
+    free(p.sc);
+    free(p.sa);
+    free(p.sr);
+    free(it.a);
+    free(it.rg);
     free(p.slot_of);
     free(p.round_max);
     free(p.count);
@@ -323,8 +402,8 @@ nsp_status_t nsp_planner_static(const nsp_planner_input_t *in, nsp_plan_t **plan
         status = nsp_error(NSP_ERR_INFEASIBLE, "%s", msg);
     }
     if (status == NSP_OK) {
-        NSP_DEBUG("static: chose degree %d, recompute %d, %d rounds: %.4f s", d, rc, rounds,
-                  step);
+        NSP_DEBUG("static: chose degree %d (ring %d), recompute %d, %d rounds: %.4f s", d,
+                  nsp_planner_ring_of(in, d), rc, rounds, step);
         status = build_plan(in, d, rc, in->cost.cluster.ranks / d, rounds, slot, plan);
     }
     free(slot);

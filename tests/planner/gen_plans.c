@@ -5,6 +5,9 @@
  *   OUTDIR/plan-<model>-<kind>-<i>.json   single nspcomm-plan-v1 plans
  *   OUTDIR/sim.json                       an nspcomm-sim-v1 file (per batch the
  *                                         same lengths planned three ways)
+ *   OUTDIR/ring-<model>-<kind>-<i>.json   plans with Ulysses x ring groups up to
+ *                                         the ranks and the ring flag
+ *                                         (docs/cost-model.md)
  * Every plan is checked with nsp_plan_validate() first. Exit 0 on success.
  *
  * gen_plans --layout: print the sizes and offsets of the public structs as
@@ -22,13 +25,14 @@
 
 static const char *const kinds[] = {"nested", "static", "disjoint"};
 
-static int write_plan_file(const char *dir, const char *tag, int i, const nsp_plan_t *plan)
+static int write_plan_file(const char *dir, const char *prefix, const char *tag, int i,
+                           const nsp_plan_t *plan)
 {
     char  path[4096];
     FILE *f;
     int   rc;
 
-    snprintf(path, sizeof(path), "%s/plan-%s-%s-%d.json", dir, tag, plan->planner, i);
+    snprintf(path, sizeof(path), "%s/%s-%s-%s-%d.json", dir, prefix, tag, plan->planner, i);
     f = fopen(path, "w");
     if (f == NULL) {
         perror(path);
@@ -68,7 +72,46 @@ static int write_single_plans(const char *dir, uint64_t seed)
                 return 1;
             }
             plan->predicted.plan_ms = 0.25 * (kind + 1);
-            if (write_plan_file(dir, setups[k].model, k, plan) != 0) {
+            if (write_plan_file(dir, "plan", setups[k].model, k, plan) != 0) {
+                nsp_plan_free(plan);
+                return 1;
+            }
+            nsp_plan_free(plan);
+        }
+    }
+    return 0;
+}
+
+/* Plans with rings: more ranks than query heads, sequences up to 2M tokens. */
+static int write_ring_plans(const char *dir, uint64_t seed)
+{
+    static const struct {
+        const char *model, *cluster;
+        int         ranks, nseqs;
+        int64_t     max_len;
+    } setups[] = {
+        {"qwen3-30b-a3b", "h100", 128, 300, 2097152},
+        {"llama3-8b", "h800", 64, 200, 1048576},
+        {"qwen3-235b-a22b", "h100", 256, 400, 2097152},
+    };
+    uint64_t st = seed + 777;
+
+    for (int k = 0; k < 9; ++k) {   /* each setup three times */
+        nsp_model_t   m;
+        nsp_cluster_t c;
+
+        nsp_model_preset(setups[k % 3].model, &m);
+        nsp_cluster_preset(setups[k % 3].cluster, setups[k % 3].ranks, &c);
+        for (int kind = 0; kind < 3; ++kind) {
+            nsp_plan_t *plan = NULL;
+            if (rp_make_ring(&st, (rp_kind_t)kind, &m, &c, setups[k % 3].nseqs,
+                             setups[k % 3].max_len, &plan) != NSP_OK ||
+                nsp_plan_validate(plan) != NSP_OK) {
+                fprintf(stderr, "gen_plans: %s\n", nsp_last_error());
+                nsp_plan_free(plan);
+                return 1;
+            }
+            if (write_plan_file(dir, "ring", setups[k % 3].model, k, plan) != 0) {
                 nsp_plan_free(plan);
                 return 1;
             }
@@ -189,7 +232,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s OUTDIR [BATCHES] [SEED]\n", argv[0]);
         return 2;
     }
-    if (write_single_plans(argv[1], seed) != 0 || write_sim_file(argv[1], batches, seed) != 0) {
+    if (write_single_plans(argv[1], seed) != 0 || write_sim_file(argv[1], batches, seed) != 0 ||
+        write_ring_plans(argv[1], seed) != 0) {
         return 1;
     }
     return 0;

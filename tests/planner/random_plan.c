@@ -47,6 +47,7 @@ typedef struct rp_builder {
     double           *mem;        /* [rounds_cap * ranks] activation bytes */
     int               rounds_cap;
     double            budget;     /* activation bytes a rank may hold */
+    int               ring;       /* 1: rings allowed (rp_make_ring) */
 } rp_builder_t;
 
 static int rp_add_group(rp_builder_t *b, int round, int rank0, int size, int recompute,
@@ -67,7 +68,9 @@ static int rp_add_group(rp_builder_t *b, int round, int rank0, int size, int rec
 static int rp_try_place(rp_builder_t *b, int g, double s)
 {
     const nsp_group_desc_t *grp = &b->groups[g];
-    double                  add = s / grp->size * nsp_cost_act_bytes(b->cost, grp->recompute);
+    double                  add = s / grp->size *
+                                  (nsp_cost_act_bytes(b->cost, grp->recompute) +
+                                   nsp_cost_ring_mem_per_token(b->cost, grp->size, grp->ring));
     double                 *mem = b->mem + (size_t)grp->round * (size_t)b->cost->cluster.ranks;
 
     for (int r = grp->rank0; r < grp->rank0 + grp->size; ++r) {
@@ -79,6 +82,45 @@ static int rp_try_place(rp_builder_t *b, int g, double s)
         mem[r] += add;
     }
     return 1;
+}
+
+/* Rings allowed: a random valid ring degree for a group of `size` ranks
+ * (size / ring a valid Ulysses degree): ring 1 half of the time when the
+ * size is a Ulysses degree itself, else any valid power of two. */
+static int rp_ring_degree(uint64_t *st, const nsp_cost_t *cost, int size)
+{
+    int opts[32], n = 0;
+
+    if (nsp_cost_degree_valid(cost, size) && rp_range(st, 0, 1) == 0) {
+        return 1;
+    }
+    for (int r = 2; r <= size; r *= 2) {
+        if (nsp_cost_group_valid(cost, size, r)) {
+            opts[n++] = r;
+        }
+    }
+    return n > 0 ? opts[rp_range(st, 0, n - 1)] : 1;
+}
+
+/* The most ring buffer bytes per token a group of `size` may need (0
+ * without rings). */
+static double rp_worst_ring_mem(const rp_builder_t *b, int size)
+{
+    double worst = 0.0;
+
+    for (int r = 2; b->ring && r <= size; r *= 2) {
+        if (nsp_cost_group_valid(b->cost, size, r)) {
+            const double m = nsp_cost_ring_mem_per_token(b->cost, size, r);
+            worst = m > worst ? m : worst;
+        }
+    }
+    return worst;
+}
+
+/* The ring of a static or disjoint group: 1 unless rings are allowed. */
+static int rp_flat_ring(rp_builder_t *b, uint64_t *st, int size)
+{
+    return b->ring ? rp_ring_degree(st, b->cost, size) : 1;
 }
 
 /* Group of tree node (round, rank0, size), created on first use. */
@@ -93,7 +135,9 @@ static int rp_node(rp_builder_t *b, uint64_t *st, int round, int rank0, int size
     }
     {
         int ring = 1;
-        if (size >= 4 && rp_range(st, 0, 3) == 0) {
+        if (b->ring) {
+            ring = rp_ring_degree(st, b->cost, size);
+        } else if (size >= 4 && rp_range(st, 0, 3) == 0) {
             ring = 2;   /* size/2 is a power of two too: a valid Ulysses degree */
         }
         return rp_add_group(b, round, rank0, size, level_recompute[level],
@@ -101,13 +145,14 @@ static int rp_node(rp_builder_t *b, uint64_t *st, int round, int rank0, int size
     }
 }
 
-/* Valid power-of-two degrees, ascending, into deg[]; returns the count. */
-static int rp_degrees(const nsp_cost_t *cost, int *deg)
+/* Valid power-of-two degrees, ascending, into deg[]; returns the count.
+ * With rings every power of two up to the ranks is one. */
+static int rp_degrees(const nsp_cost_t *cost, int ring, int *deg)
 {
     int n = 0;
 
     for (int d = 1; d <= cost->cluster.ranks; d *= 2) {
-        if (nsp_cost_degree_valid(cost, d)) {
+        if (ring || nsp_cost_degree_valid(cost, d)) {
             deg[n++] = d;
         }
     }
@@ -142,9 +187,9 @@ static int rp_disjoint_round(uint64_t *st, int ranks, int dmax, int *rank0, int 
     return n;
 }
 
-nsp_status_t rp_make(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
-                     const nsp_cluster_t *cluster, int nseqs, int64_t max_len,
-                     nsp_plan_t **plan)
+static nsp_status_t rp_make_any(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
+                                const nsp_cluster_t *cluster, int nseqs, int64_t max_len,
+                                int ring, nsp_plan_t **plan)
 {
     static const char *const names[] = {"nested", "static", "disjoint"};
     nsp_cost_t   cost;
@@ -153,7 +198,7 @@ nsp_status_t rp_make(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
     int          level_recompute[32];
     int         *seq_group = malloc(sizeof(int) * (size_t)(nseqs > 0 ? nseqs : 1));
     int64_t     *lens = malloc(sizeof(int64_t) * (size_t)(nseqs > 0 ? nseqs : 1));
-    int          static_deg = 1, static_rc, nrounds_used = 1;
+    int          static_deg = 1, static_rc, nrounds_used = 1, static_ring = 1;
     int64_t      longest = 1;
     int         *part_rank0 = malloc(sizeof(int) * (size_t)ranks);
     int         *part_size = malloc(sizeof(int) * (size_t)ranks);
@@ -164,6 +209,7 @@ nsp_status_t rp_make(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
         goto out;
     }
     b.cost = &cost;
+    b.ring = ring;
     b.rounds_cap = nseqs + 1;
     b.mem = calloc((size_t)b.rounds_cap * (size_t)ranks, sizeof(double));
     b.budget = cluster->mem_bytes - cost.fixed_mem_bytes;
@@ -172,7 +218,7 @@ nsp_status_t rp_make(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
         lens[i] = rp_length(st, 16, max_len);
         longest = lens[i] > longest ? lens[i] : longest;
     }
-    ndeg = rp_degrees(&cost, deg);
+    ndeg = rp_degrees(&cost, ring, deg);
     for (int l = 0; l < ndeg; ++l) {
         level_recompute[l] = (int)rp_range(st, 0, 1);
     }
@@ -181,7 +227,8 @@ nsp_status_t rp_make(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
     for (int pass = 0; pass < 2; ++pass) {
         int ok[32], nok = 0;
         for (int l = 0; l < ndeg; ++l) {
-            if ((double)longest / deg[l] * nsp_cost_act_bytes(&cost, static_rc) <= b.budget) {
+            if ((double)longest / deg[l] * (nsp_cost_act_bytes(&cost, static_rc) +
+                                            rp_worst_ring_mem(&b, deg[l])) <= b.budget) {
                 ok[nok++] = deg[l];
             }
         }
@@ -193,13 +240,15 @@ nsp_status_t rp_make(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
         static_deg = deg[ndeg - 1];
     }
     if (kind == RP_STATIC) {
+        static_ring = rp_flat_ring(&b, st, static_deg);
         for (int r0 = 0; r0 + static_deg <= ranks; r0 += static_deg) {
-            rp_add_group(&b, 0, r0, static_deg, static_rc, 1, 1);
+            rp_add_group(&b, 0, r0, static_deg, static_rc, 1, static_ring);
         }
     } else if (kind == RP_DISJOINT) {
         int n = rp_disjoint_round(st, ranks, deg[ndeg - 1], part_rank0, part_size);
         for (int k = 0; k < n; ++k) {
-            rp_add_group(&b, 0, part_rank0[k], part_size[k], (int)rp_range(st, 0, 1), 1, 1);
+            rp_add_group(&b, 0, part_rank0[k], part_size[k], (int)rp_range(st, 0, 1), 1,
+                         rp_flat_ring(&b, st, part_size[k]));
         }
     }
     for (int i = 0; i < nseqs; ++i) {
@@ -209,13 +258,14 @@ nsp_status_t rp_make(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
                 /* A new round of the same shape (static) or a new partition. */
                 if (kind == RP_STATIC) {
                     for (int r0 = 0; r0 + static_deg <= ranks; r0 += static_deg) {
-                        rp_add_group(&b, round, r0, static_deg, static_rc, 1, 1);
+                        rp_add_group(&b, round, r0, static_deg, static_rc, 1, static_ring);
                     }
                 } else {
                     int n = rp_disjoint_round(st, ranks, deg[ndeg - 1], part_rank0, part_size);
                     for (int k = 0; k < n; ++k) {
                         rp_add_group(&b, round, part_rank0[k], part_size[k],
-                                     (int)rp_range(st, 0, 1), 1, 1);
+                                     (int)rp_range(st, 0, 1), 1,
+                                     rp_flat_ring(&b, st, part_size[k]));
                     }
                 }
                 nrounds_used = round + 1;
@@ -263,6 +313,11 @@ nsp_status_t rp_make(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
     }
     status = nsp_plan_build(names[kind], model, cluster, lens, nseqs, b.groups, b.ngroups,
                             seq_group, plan);
+    if (status == NSP_OK && ring) {
+        /* planned with rings allowed: the lower bound with rings */
+        (*plan)->flags |= NSP_PLAN_FLAG_RING;
+        status = nsp_plan_evaluate(*plan);
+    }
 
 out:
     free(part_rank0);
@@ -272,6 +327,20 @@ out:
     free(seq_group);
     free(lens);
     return status;
+}
+
+nsp_status_t rp_make(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
+                     const nsp_cluster_t *cluster, int nseqs, int64_t max_len,
+                     nsp_plan_t **plan)
+{
+    return rp_make_any(st, kind, model, cluster, nseqs, max_len, 0, plan);
+}
+
+nsp_status_t rp_make_ring(uint64_t *st, rp_kind_t kind, const nsp_model_t *model,
+                          const nsp_cluster_t *cluster, int nseqs, int64_t max_len,
+                          nsp_plan_t **plan)
+{
+    return rp_make_any(st, kind, model, cluster, nseqs, max_len, 1, plan);
 }
 
 const char *rp_srcdir_path(const char *rel)

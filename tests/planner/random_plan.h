@@ -33,6 +33,17 @@ nsp_status_t rp_make(uint64_t *state, rp_kind_t kind, const nsp_model_t *model,
                      const nsp_cluster_t *cluster, int nseqs, int64_t max_len,
                      nsp_plan_t **plan);
 
+/**
+ * The same with rings allowed (docs/cost-model.md): group sizes are the
+ * powers of two up to the ranks, each group gets a random valid ring degree
+ * (size / ring a valid Ulysses degree; sizes above the head count always
+ * ring), and the plan carries NSP_PLAN_FLAG_RING (the lower bound with
+ * rings). Every plan respects memory, ring buffers included.
+ */
+nsp_status_t rp_make_ring(uint64_t *state, rp_kind_t kind, const nsp_model_t *model,
+                          const nsp_cluster_t *cluster, int nseqs, int64_t max_len,
+                          nsp_plan_t **plan);
+
 /** Path of a file under the source tree: $NSP_TOP_SRCDIR/rel (or the
  *  configured source dir). Returns a static buffer. */
 const char *rp_srcdir_path(const char *rel);

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """TAP test: tools/plan_check.py re-derives every predicted number of plans
-written by the C code (random plans from tests/planner/gen_plans, and the
-simulator's output when perf/nsp_sim is built), agrees with the reference
-vectors, and catches corrupted plans."""
+written by the C code (random plans from tests/planner/gen_plans, with and
+without ring groups, and the simulator's output when perf/nsp_sim is built,
+with and without --ring), agrees with the reference vectors and with ring
+plans computed by hand from docs/cost-model.md, and catches corrupted
+plans."""
 
 import copy
 import json
@@ -62,6 +64,80 @@ def corrupt(tmp, plan, name, edit):
     return path
 
 
+# Hand-computed ring plans (docs/cost-model.md section 2): the numbers below
+# were worked out from the formulas of the doc, not by the checker or the C
+# code; tests/planner/test_ring_cost.c checks the same ones against C.
+WORKED_T = 0.46588031288950943          # C + 0.2 R + A, seconds per layer
+WORKED_MEM = 34850349600.0              # 16P/N + W + 8192 * (3244032 + 20480)
+WORKED_LB_V1 = 87.85797595147915        # the sequence alone at degree 32
+WORKED_LB_RING = 21.964493987869787     # ... at degree 128 (rings allowed)
+RC_T0, RC_T5 = 0.3169196278014448, 0.31951890471780847
+RC_MEM0, RC_MEM5 = 14755316800.0, 21243380800.0
+RC_LB_RING = 11.219217062059286
+
+
+def hand_plan(ranks, lens, groups, flags, step, rank_s, rank_mem, lb):
+    return {"format": "nspcomm-plan-v1", "planner": "hand", "flags": flags,
+            "model": {"name": "qwen3-30b-a3b", "layers": 48, "hidden": 2048, "q_heads": 32,
+                      "kv_heads": 4, "head_dim": 128, "ffn": 6144, "topk": 8,
+                      "experts": 128, "params": 30.5e9},
+            "cluster": {"name": "h100", "ranks": ranks, "ranks_per_node": 8,
+                        "mem_bytes": 85899345920, "workspace_bytes": 4294967296,
+                        "gemm_flops": 4.5e14, "attn_flops": 5.5e14, "bw_intra": 3e11,
+                        "bw_inter": 4.5e10, "lat_intra": 2e-05, "lat_inter": 4e-05,
+                        "overlap": 0.8},
+            "seq_lens": lens, "rounds": [{"groups": groups}],
+            "predicted": {"step_s": step, "rank_s": rank_s, "rank_mem_bytes": rank_mem,
+                          "lower_bound_s": lb, "plan_ms": 0.0}}
+
+
+def check_hand_ring_plans(tmp):
+    worked = hand_plan(128, [1048576],
+                       [{"rank0": 0, "size": 128, "ring": 16, "seqs": [0], "recompute": False,
+                         "pipelined": False}], 0, 48 * WORKED_T, [48 * WORKED_T] * 128,
+                       [WORKED_MEM] * 128, WORKED_LB_V1)
+    flagged = copy.deepcopy(worked)
+    flagged["flags"] = 4
+    flagged["predicted"]["lower_bound_s"] = WORKED_LB_RING
+    rs = [48 * RC_T0] * 64
+    rs[5] = 48 * RC_T5
+    rm = [RC_MEM0] * 64
+    rm[5] = RC_MEM5
+    recomputed = hand_plan(64, [524288, 2000],
+                           [{"rank0": 0, "size": 64, "ring": 2, "seqs": [0], "recompute": True,
+                             "pipelined": True},
+                            {"rank0": 5, "size": 1, "seqs": [1], "recompute": False,
+                             "pipelined": True}], 4, 48 * RC_T5, rs, rm, RC_LB_RING)
+    paths = []
+    for name, doc in (("worked", worked), ("worked-flag", flagged), ("recomputed", recomputed)):
+        path = os.path.join(tmp, "hand-%s.json" % name)
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        paths.append(path)
+    rc, out = check("--tol", "1e-12", *paths)
+    ok(rc == 0, "hand-computed ring plans (the worked example with and without the ring "
+       "flag; a recomputed 32 x 2 group with KV replication beside a leaf) re-derived "
+       "within 1e-12", out)
+    # the same numbers with the ring ignored (a Ulysses group of 128) must fail
+    wrong = copy.deepcopy(recomputed)
+    wrong["rounds"][0]["groups"][0]["ring"] = 1
+    wrong["rounds"][0]["groups"][0]["size"] = 32
+    path = os.path.join(tmp, "hand-wrong.json")
+    with open(path, "w") as f:
+        json.dump(wrong, f)
+    rc, out = check(path)
+    ok(rc == 1 and "predicted.step_s" in out, "the hand plan as a Ulysses group fails", out)
+    # the ring bound without the ring flag must fail
+    wrong = copy.deepcopy(flagged)
+    wrong["flags"] = 0
+    path = os.path.join(tmp, "hand-noflag.json")
+    with open(path, "w") as f:
+        json.dump(wrong, f)
+    rc, out = check(path)
+    ok(rc == 1 and "lower_bound_s" in out, "the ring bound on a plan without the ring flag "
+       "fails", out)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="nsp_plan_check_")
 
@@ -79,6 +155,7 @@ def main():
                        stderr=subprocess.STDOUT, text=True)
     ok(p.returncode == 0, "gen_plans writes random valid plans", p.stdout)
     singles = sorted(os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith("plan-"))
+    rings = sorted(os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith("ring-"))
     ok(len(singles) == 9, "9 single plans (3 models x nested/static/disjoint)")
     rc, out = check(*singles)
     ok(rc == 0, "every predicted number of %d C plans re-derived (rel tol 1e-9)"
@@ -86,6 +163,17 @@ def main():
     rc, out = check(os.path.join(tmp, "sim.json"))
     ok(rc == 0, "every plan of an nspcomm-sim-v1 file checks, with its batch lower bound "
        "and summary", out)
+    ring_groups = 0
+    for path in rings:
+        with open(path) as f:
+            doc = json.load(f)
+        ring_groups += sum(1 for r in doc["rounds"] for g in r["groups"] if g.get("ring", 1) > 1)
+    ok(len(rings) == 27 and ring_groups > 150,
+       "27 random ring plans (3 models x 3 kinds x 3, %d ring groups)" % ring_groups)
+    rc, out = check(*rings)
+    ok(rc == 0, "every predicted number of %d C ring plans re-derived (Ulysses x ring groups "
+       "above the head count, ring buffers, the ring lower bound)" % len(rings), out)
+    check_hand_ring_plans(tmp)
 
     # Corrupted copies must fail, each with a message naming the problem.
     with open(os.path.join(tmp, "plan-qwen3-30b-a3b-nested-0.json")) as f:
@@ -131,6 +219,20 @@ def main():
         g = d["rounds"][0]["groups"][0]
         g["size"], g["rank0"] = 3, 0
 
+    with open(os.path.join(tmp, "ring-qwen3-30b-a3b-nested-0.json")) as f:
+        ring_nested = json.load(f)
+
+    def drop_ring(d):
+        g = next(g for r in d["rounds"] for g in r["groups"] if g["size"] > 32)
+        del g["ring"]
+
+    def ring_as_ulysses(d):
+        # same group sizes, but ring 2 on a group whose ring was larger: the
+        # all-to-all and ring terms change
+        g = next(g for r in d["rounds"] for g in r["groups"]
+                 if g.get("ring", 1) > 2 and g["size"] // 2 <= 32 and 32 % (g["size"] // 2) == 0)
+        g["ring"] = 2
+
     cases = [
         (nested, "step", bump_step, "predicted.step_s"),
         (nested, "mem", bump_mem, "rank_mem_bytes[3]"),
@@ -142,6 +244,8 @@ def main():
         (static, "overlap", overlap, "overlap"),
         (nested, "memory", small_memory, "over mem_bytes"),
         (nested, "degree", bad_degree, "Ulysses degree"),
+        (ring_nested, "ring-dropped", drop_ring, "Ulysses degree"),
+        (ring_nested, "ring-shape", ring_as_ulysses, "predicted.rank_s"),
     ]
     for plan, name, edit, words in cases:
         path = corrupt(tmp, plan, name, edit)
@@ -180,6 +284,21 @@ def main():
             ok(svg.startswith("<?xml") and svg.rstrip().endswith("</svg>") and
                svg.count("planned in") == 3 and "lower bound" in svg and "batch 1 of" in svg,
                "the SVG has one panel per planner, a legend and the chosen batch")
+        out_ring = os.path.join(tmp, "nsp_sim_ring.json")
+        p = subprocess.run([sim, "--workload", os.path.join(SRC, "data", "workloads",
+                                                            "prolong-distca.txt"),
+                            "--ranks", "128", "--tokens-per-rank", "16384", "--max-len",
+                            "1048576", "--batches", "3", "--seed", "2", "--planners",
+                            "static,nested", "--ring", "--json", out_ring, "--quiet"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if ok(p.returncode == 0, "perf/nsp_sim --ring writes --json", p.stdout + p.stderr):
+            rc, out = check(out_ring)
+            ok(rc == 0, "every plan of perf/nsp_sim --ring re-derived independently", out)
+            with open(out_ring) as f:
+                doc = json.load(f)
+            ok(doc["config"].get("enable_ring") is True and
+               all(pl["flags"] & 4 for b in doc["batches"] for pl in b["plans"].values()),
+               "the sim config records enable_ring and every plan carries the ring flag")
         p = subprocess.run([sim, "--planners", "static,bogus"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
         ok(p.returncode == 2 and "bogus" in p.stderr, "an unknown planner is a usage error",

@@ -73,9 +73,24 @@ static int fail(char *why, size_t len, const char *fmt, ...)
     return 0;
 }
 
-static int degree_ok(const nsp_plan_t *p, int d)
+/* A group of d ranks with ring degree `ring`: d = u * ring, u a Ulysses
+ * degree (u <= n_q, n_q % u == 0); ring 1 is DESIGN §5.1's d | n_q. */
+static int degree_ok(const nsp_plan_t *p, int d, int ring)
 {
-    return d >= 1 && d <= p->cluster.ranks && d <= p->model.q_heads && p->model.q_heads % d == 0;
+    const int u = ring >= 1 ? d / ring : 0;
+
+    return d >= 1 && d <= p->cluster.ranks && ring >= 1 && d % ring == 0 &&
+           u <= p->model.q_heads && p->model.q_heads % u == 0;
+}
+
+/* docs/cost-model.md: a ring rank holds 5 KV blocks of u times its tokens,
+ * K and V of max(n_kv, u)/u heads each, bf16; nothing for ring 1. */
+static double ring_buffer_bytes(const nsp_model_t *m, int d, int ring)
+{
+    const int u = d / ring;
+    const int kv = m->kv_heads > u ? m->kv_heads : u;
+
+    return ring > 1 ? 5.0 * u * 2.0 * ((double)kv / u) * m->head_dim * 2.0 : 0.0;
 }
 
 /* Activation bytes per token (DESIGN §5.1), kept or recomputed. */
@@ -115,7 +130,8 @@ int pc_check_plan(const nsp_plan_t *p, int disjoint, char *why, size_t len)
         for (int a = 0; a < rd->ngroups && ok; ++a) {
             const nsp_plan_group_t *ga = &rd->groups[a];
             double                  tok = 0.0;
-            if (ga->rank0 < 0 || ga->size < 1 || ga->rank0 + ga->size > N || !degree_ok(p, ga->size)) {
+            if (ga->rank0 < 0 || ga->size < 1 || ga->rank0 + ga->size > N ||
+                !degree_ok(p, ga->size, ga->ring)) {
                 ok = fail(why, len, "round %d group %d: [%d, +%d) is not a valid group", r, a,
                           ga->rank0, ga->size);
                 break;
@@ -153,7 +169,8 @@ int pc_check_plan(const nsp_plan_t *p, int disjoint, char *why, size_t len)
                 tok += (double)p->seq_lens[i] / ga->size;
             }
             for (int q = ga->rank0; q < ga->rank0 + ga->size && ok; ++q) {
-                mem[q] += tok * act_bytes(&p->model, ga->recompute);
+                mem[q] += tok * (act_bytes(&p->model, ga->recompute) +
+                                 ring_buffer_bytes(&p->model, ga->size, ga->ring));
             }
         }
         for (int q = 0; q < N && ok; ++q) {

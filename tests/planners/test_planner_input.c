@@ -158,8 +158,8 @@ static void test_bad_params(void)
     expect_param_error(p, NSP_ERR_INVALID_ARG, "max_rounds=0", "zero rounds");
     p = params_of(NSP_PLANNER_NESTED);
     p.field_mask = NSP_PLANNER_FIELD_ENABLE_RING;
-    p.enable_ring = 1;
-    expect_param_error(p, NSP_ERR_UNSUPPORTED, "enable_ring", "ring degrees");
+    p.enable_ring = -1;
+    expect_param_error(p, NSP_ERR_INVALID_ARG, "enable_ring=-1", "enable_ring -1");
 }
 
 /* A batch that needs ~3 rounds with kept activations on 64 ranks. */
