@@ -162,19 +162,24 @@ typedef struct demo_watch {
     volatile int *ready;      /**< shared [ranks]: a rank sets 1 once its communicator is up */
     char        (*notes)[256];/**< shared [ranks]: why a rank failed (may be NULL) */
 } demo_watch_t;
-/** Fork `nranks` processes running fn; watch them. Ranks' stdout goes to
- *  stderr. Once a rank failed, the others get a few seconds to finish and
- *  are killed. Errors: NSP_ERR_PEER_FAILED (a rank failed: the message names
- *  it, its exit code or signal and its note), NSP_ERR_TIMEOUT (not all ranks
- *  started within startup_s, or the run took longer than timeout_s),
- *  NSP_ERR_IO (fork). */
-nsp_status_t demo_launch(int nranks, demo_rank_fn_t fn, void *arg, const demo_watch_t *watch);
-/** prepare(arg) (a fresh bootstrap id: an id serves one communicator) and
- *  demo_launch; once more when that failed (a rank stuck in its UCX start
- *  was seen once under load). `what` names the session in the message. */
-nsp_status_t demo_launch_retry(int nranks, demo_rank_fn_t fn, void *arg,
-                               const demo_watch_t *watch, nsp_status_t (*prepare)(void *arg),
-                               const char *what);
+/**
+ * Fork `nranks` processes running fn(rank, nranks, arg), then create a fresh
+ * bootstrap id (nsp_get_unique_id: an id serves one communicator) and hand
+ * it to them: each rank copies it into its own *id (a field of *arg, e.g.
+ * &demo->id) before fn starts; the parent's *id gets it too. Forking first
+ * keeps the id's rendezvous thread out of the fork (see demo_launch.c).
+ * Watch the ranks; ranks' stdout goes to stderr. Once a rank failed, the
+ * others get a few seconds to finish and are killed. Once more when that
+ * failed (a rank stuck in its UCX start was seen once under load); not when
+ * the id could not be made (the ranks are killed, its error is returned).
+ * `what` names the session in the message. Errors: NSP_ERR_PEER_FAILED (a
+ * rank failed: the message names it, its exit code or signal and its
+ * note), NSP_ERR_TIMEOUT (not all ranks started within startup_s, or the
+ * run took longer than timeout_s), NSP_ERR_IO (fork, or the id's socket),
+ * NSP_ERR_NO_MEMORY.
+ */
+nsp_status_t demo_launch_retry(int nranks, demo_rank_fn_t fn, void *arg, nsp_unique_id_t *id,
+                               const demo_watch_t *watch, const char *what);
 /** Shared zeroed memory inherited by children (MAP_SHARED). NULL on failure. */
 void  *demo_shared_alloc(size_t bytes);
 void   demo_shared_free(void *p, size_t bytes);

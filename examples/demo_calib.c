@@ -362,13 +362,6 @@ static double sample_median(const calib_ctx_t *cx, int k, int nranks, int field)
     return field == 0 ? v[0] : v[CALIB_XCHG_REPS / 2];
 }
 
-static nsp_status_t calib_prepare(void *arg)
-{
-    calib_ctx_t *cx = arg;
-
-    return nsp_get_unique_id(&cx->demo->id);
-}
-
 nsp_status_t demo_calib_exchange(demo_t *demo, int s)
 {
     const int    N = demo->cfg.ranks, d = top_degree(demo);
@@ -403,7 +396,7 @@ nsp_status_t demo_calib_exchange(demo_t *demo, int s)
     watch.notes     = cx.notes;
     snprintf(what, sizeof(what), "the exchange calibration over UCX %s",
              demo->session_name[s]);
-    NSP_CHECK_GOTO(demo_launch_retry(N, calib_rank_main, &cx, &watch, calib_prepare, what),
+    NSP_CHECK_GOTO(demo_launch_retry(N, calib_rank_main, &cx, &demo->id, &watch, what),
                    status, out);
     k->xchg_small_cpu_s  = sample_median(&cx, 0, N, 0);
     k->xchg_large_cpu_s  = sample_median(&cx, 1, N, 0);

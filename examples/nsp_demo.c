@@ -487,13 +487,6 @@ static void sessions_define(demo_t *demo)
     }
 }
 
-static nsp_status_t session_prepare(void *arg)
-{
-    demo_t *demo = arg;
-
-    return nsp_get_unique_id(&demo->id);
-}
-
 static nsp_status_t run_session(demo_t *demo, int s, double timeout_s)
 {
     demo_shared_t *sh = &demo->shared[s];
@@ -519,7 +512,7 @@ static nsp_status_t run_session(demo_t *demo, int s, double timeout_s)
     watch.ready     = sh->ready;
     watch.notes     = sh->note;
     snprintf(what, sizeof(what), "the session over UCX %s", demo->session_name[s]);
-    NSP_CHECK(demo_launch_retry(demo->cfg.ranks, demo_rank_main, demo, &watch, session_prepare,
+    NSP_CHECK(demo_launch_retry(demo->cfg.ranks, demo_rank_main, demo, &demo->id, &watch,
                                 what));
     demo->session_s[s] = demo_now() - t0;
     return NSP_OK;

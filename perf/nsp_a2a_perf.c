@@ -46,7 +46,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef NSP_HAVE_MPI
@@ -1258,18 +1260,55 @@ static int run_launched(perf_ctx_t *c, int argc, char **argv)
     return rc;
 }
 
-/* --ranks N: fork N local ranks that meet through a unique id. */
+/* The bootstrap id the parent of --ranks hands to its forked ranks (shared). */
+enum { GATE_WAIT = 0, GATE_OPEN = 1, GATE_FAILED = 2 };
+typedef struct fork_gate {
+    int             state; /* GATE_*, accessed with __atomic builtins */
+    nsp_unique_id_t id;
+} fork_gate_t;
+
+/* In a forked rank: wait for the parent's id (60 s at most, and not past the
+ * parent's exit) and copy it to *id; 0, or 1 with a message. */
+static int await_id(const fork_gate_t *gate, pid_t parent, int rank, nsp_unique_id_t *id)
+{
+    struct timespec nap      = {0, 1000 * 1000};
+    double          deadline = nsp_now_s() + 60.0;
+
+    for (;;) {
+        int state = __atomic_load_n(&gate->state, __ATOMIC_ACQUIRE);
+        if (state == GATE_OPEN) {
+            *id = gate->id;
+            return 0;
+        }
+        if (state == GATE_FAILED || getppid() != parent || nsp_now_s() > deadline) {
+            fprintf(stderr, "nsp_a2a_perf: rank %d: no bootstrap id from the parent: not "
+                            "started\n", rank);
+            return 1;
+        }
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* --ranks N: fork N local ranks that meet through a unique id. The id is
+ * made after the fork: nsp_get_unique_id starts the rendezvous thread, and
+ * a process forked beside a live thread may inherit a lock it holds forever
+ * (the ASan allocator of GCC 12 does not reset its locks at fork). */
 static int run_forked(perf_ctx_t *base)
 {
-    nsp_unique_id_t id;
-    pid_t           pids[256];
-    int             n = base->opts.ranks, rc = 0;
+    fork_gate_t *gate;
+    pid_t        pids[256];
+    pid_t        parent = getpid();
+    int          n = base->opts.ranks, rc = 0;
 
     if (n < 1 || n > 256) {
         fprintf(stderr, "nsp_a2a_perf: --ranks %d out of range 1..256\n", n);
         return 1;
     }
-    PCHECK(base, nsp_get_unique_id(&id), "nsp_get_unique_id");
+    gate = mmap(NULL, sizeof(*gate), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (gate == MAP_FAILED) {
+        fprintf(stderr, "nsp_a2a_perf: mmap: %s\n", strerror(errno));
+        return 1;
+    }
     fflush(stdout);
     fflush(stderr);
     for (int r = 0; r < n; ++r) {
@@ -1281,7 +1320,8 @@ static int run_forked(perf_ctx_t *base)
             break;
         }
         if (pids[r] == 0) {
-            perf_ctx_t c = *base;
+            perf_ctx_t      c = *base;
+            nsp_unique_id_t id;
             c.rank   = r;
             c.nranks = n;
             if (r != 0) { /* only rank 0 prints the table */
@@ -1289,12 +1329,27 @@ static int run_forked(perf_ctx_t *base)
                     _exit(1);
                 }
             }
+            if (await_id(gate, parent, r, &id) != 0) {
+                _exit(1);
+            }
             PCHECK(&c, nsp_comm_init_rank(&c.comm, n, id, r, NULL), "nsp_comm_init_rank");
             rc = run_rank(&c);
             nsp_comm_destroy(c.comm);
             fflush(stdout);
             _exit(rc);
         }
+    }
+    if (rc == 0 && nsp_get_unique_id(&gate->id) != NSP_OK) {
+        fprintf(stderr, "nsp_a2a_perf: nsp_get_unique_id: %s\n", nsp_last_error());
+        rc = 1;
+    }
+    if (rc != 0) { /* the ranks have nothing to start with */
+        __atomic_store_n(&gate->state, GATE_FAILED, __ATOMIC_RELEASE);
+        for (int k = 0; k < n; ++k) {
+            kill(pids[k], SIGKILL);
+        }
+    } else {
+        __atomic_store_n(&gate->state, GATE_OPEN, __ATOMIC_RELEASE);
     }
     for (int r = 0; r < n; ++r) {
         int st = 0;
@@ -1309,6 +1364,7 @@ static int run_forked(perf_ctx_t *base)
             }
         }
     }
+    munmap(gate, sizeof(*gate));
     return rc;
 }
 

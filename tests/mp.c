@@ -19,8 +19,25 @@ typedef struct mp_slot {
     double value[MP_VALUES];
 } mp_slot_t;
 
+/* Whether the ranks of an mp_run_made may start (mp_shm_t.gate). */
+enum { MP_GATE_WAIT = 0, MP_GATE_OPEN = 1, MP_GATE_FAILED = 2 };
+
+/* The memory shared with the children during one run: the gate, the rank
+ * slots, then the `bytes` bytes the parent made after the fork. */
+typedef struct mp_shm {
+    int       gate; /* MP_GATE_*, accessed with __atomic builtins */
+    mp_slot_t slot[MP_MAX_RANKS];
+} mp_shm_t;
+
 static int        mp_my_rank = -1;
-static mp_slot_t *mp_slots;
+static mp_shm_t  *mp_shm;
+static mp_slot_t *mp_slots; /* mp_shm->slot while a run is on */
+
+/* The made bytes, right after the header. */
+static unsigned char *mp_shm_made(void)
+{
+    return (unsigned char *)(mp_shm + 1);
+}
 
 double mp_now(void)
 {
@@ -70,7 +87,36 @@ void mp_set_value(int i, double v)
     }
 }
 
-static void mp_child(int rank, int nranks, mp_fn_t fn, void *arg)
+/* In a rank of mp_run_made: wait for the parent to open the gate, then copy
+ * what it made into this process's copy of the field. 0, or the exit code. */
+static int mp_wait_gate(void *field, size_t bytes, pid_t parent, double deadline)
+{
+    struct timespec nap = {0, 1000 * 1000};
+
+    for (;;) {
+        int gate = __atomic_load_n(&mp_shm->gate, __ATOMIC_ACQUIRE);
+        if (gate == MP_GATE_OPEN) {
+            memcpy(field, mp_shm_made(), bytes);
+            return 0;
+        }
+        if (gate == MP_GATE_FAILED) {
+            mp_note("not started: the parent could not make what the ranks need");
+            return MP_EXIT_NOT_STARTED;
+        }
+        if (getppid() != parent) {
+            mp_note("not started: the parent exited before it released the ranks");
+            return MP_EXIT_NOT_STARTED;
+        }
+        if (mp_now() > deadline) {
+            mp_note("not started: the parent did not release the ranks in time");
+            return MP_EXIT_NOT_STARTED;
+        }
+        nanosleep(&nap, NULL);
+    }
+}
+
+static void mp_child(int rank, int nranks, mp_fn_t fn, void *arg, void *field, size_t bytes,
+                     pid_t parent, double deadline)
 {
     int code;
 
@@ -78,11 +124,51 @@ static void mp_child(int rank, int nranks, mp_fn_t fn, void *arg)
     /* The parent owns stdout (TAP); ranks write to stderr only. */
     fflush(stdout);
     dup2(STDERR_FILENO, STDOUT_FILENO);
-    code = fn(rank, nranks, arg);
+    code = field != NULL ? mp_wait_gate(field, bytes, parent, deadline) : 0;
+    if (code == 0) {
+        code = fn(rank, nranks, arg);
+    }
     fflush(NULL);
     /* exit(), not _exit(), so sanitizers and valgrind check the rank too;
      * the parent flushed its stdio before forking, so nothing repeats. */
     exit(code & 0xff);
+}
+
+/* Threads of this process now (the Threads: line of /proc/self/status), 0 if unknown. */
+static int mp_threads(void)
+{
+    char  line[128];
+    int   n = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "Threads: %d", &n) == 1) {
+            break;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return n;
+}
+
+/* Fork only from a single-threaded parent (see mp_run_made in mp.h): give
+ * the rendezvous thread of an earlier run a moment to finish exiting, and
+ * say so on stderr when another thread stays. */
+static void mp_wait_single_threaded(double max_s)
+{
+    struct timespec nap = {0, 1000 * 1000};
+    double          t0  = mp_now();
+    int             n;
+
+    while ((n = mp_threads()) > 1 && mp_now() - t0 < max_s) {
+        nanosleep(&nap, NULL);
+    }
+    if (n > 1) {
+        fprintf(stderr, "# mp_run: %d threads in the parent after %.0f s; forking anyway (a "
+                        "rank may inherit a lock one of them holds)\n",
+                n, max_s);
+    }
 }
 
 /* Reap what has exited; returns how many are still running. */
@@ -113,11 +199,25 @@ static int mp_reap(int nranks, const pid_t *pids, int *alive, double t0, mp_resu
     return running;
 }
 
-int mp_run(int nranks, double timeout_s, mp_fn_t fn, void *arg, mp_result_t *res)
+/* Kill and reap the first n ranks (a launch that failed). */
+static void mp_kill_all(const pid_t *pids, int n, double t0, mp_result_t *res)
+{
+    for (int k = 0; k < n; ++k) {
+        kill(pids[k], SIGKILL);
+        waitpid(pids[k], NULL, 0);
+        res->rank[k].signal    = SIGKILL;
+        res->rank[k].elapsed_s = mp_now() - t0;
+    }
+}
+
+/* Fork the ranks; with `make`, make the field and open the gate; wait. */
+static int mp_launch(int nranks, double timeout_s, mp_fn_t fn, void *arg, void *field,
+                     size_t bytes, mp_make_fn_t make, mp_result_t *res)
 {
     pid_t           pids[MP_MAX_RANKS];
     int             alive[MP_MAX_RANKS] = {0};
-    size_t          slots_bytes = sizeof(mp_slot_t) * MP_MAX_RANKS;
+    size_t          shm_bytes = sizeof(mp_shm_t) + bytes;
+    pid_t           parent    = getpid();
     double          t0;
     int             failed = 0;
     struct timespec nap    = {0, 5 * 1000 * 1000};
@@ -129,29 +229,45 @@ int mp_run(int nranks, double timeout_s, mp_fn_t fn, void *arg, mp_result_t *res
                  MP_MAX_RANKS);
         return -1;
     }
-    mp_slots = mp_shared_alloc(slots_bytes);
-    if (mp_slots == NULL) {
+    if (make != NULL && (field == NULL || bytes == 0)) {
+        snprintf(res->rank[0].note, MP_NOTE_BYTES, "mp_run_made: no field to make");
+        return -1;
+    }
+    mp_shm = mp_shared_alloc(shm_bytes);
+    if (mp_shm == NULL) {
         snprintf(res->rank[0].note, MP_NOTE_BYTES, "mp_run: mmap: %s", strerror(errno));
         return -1;
     }
+    mp_slots = mp_shm->slot;
+    mp_wait_single_threaded(2.0);
     fflush(NULL); /* or every child repeats the parent's buffered output */
     t0 = mp_now();
     for (int r = 0; r < nranks; ++r) {
         pids[r] = fork();
         if (pids[r] == 0) {
-            mp_child(r, nranks, fn, arg);
+            mp_child(r, nranks, fn, arg, make != NULL ? field : NULL, bytes, parent,
+                     t0 + timeout_s);
         }
         if (pids[r] < 0) {
             snprintf(res->rank[r].note, MP_NOTE_BYTES, "fork: %s", strerror(errno));
-            for (int k = 0; k < r; ++k) {
-                kill(pids[k], SIGKILL);
-                waitpid(pids[k], NULL, 0);
-            }
-            mp_shared_free(mp_slots, slots_bytes);
-            mp_slots = NULL;
-            return -1;
+            mp_kill_all(pids, r, t0, res);
+            failed = -1;
+            goto out_free_shm;
         }
         alive[r] = 1;
+    }
+    if (make != NULL) {
+        char why[MP_NOTE_BYTES - 32] = "";
+        if (make(field, bytes, why, sizeof(why)) != 0) {
+            __atomic_store_n(&mp_shm->gate, MP_GATE_FAILED, __ATOMIC_RELEASE);
+            mp_kill_all(pids, nranks, t0, res);
+            snprintf(res->rank[0].note, MP_NOTE_BYTES, "mp_run_made: %s",
+                     why[0] != '\0' ? why : "make failed");
+            failed = -1;
+            goto out_free_shm;
+        }
+        memcpy(mp_shm_made(), field, bytes);
+        __atomic_store_n(&mp_shm->gate, MP_GATE_OPEN, __ATOMIC_RELEASE);
     }
     while (mp_reap(nranks, pids, alive, t0, res) > 0) {
         if (mp_now() - t0 > timeout_s) {
@@ -175,9 +291,28 @@ int mp_run(int nranks, double timeout_s, mp_fn_t fn, void *arg, mp_result_t *res
         memcpy(res->rank[r].value, mp_slots[r].value, sizeof(res->rank[r].value));
         failed += !(res->rank[r].exited && res->rank[r].exit_code == 0);
     }
-    mp_shared_free(mp_slots, slots_bytes);
+out_free_shm:
+    mp_shared_free(mp_shm, shm_bytes);
+    mp_shm   = NULL;
     mp_slots = NULL;
     return failed;
+}
+
+int mp_run(int nranks, double timeout_s, mp_fn_t fn, void *arg, mp_result_t *res)
+{
+    return mp_launch(nranks, timeout_s, fn, arg, NULL, 0, NULL, res);
+}
+
+int mp_run_made(int nranks, double timeout_s, mp_fn_t fn, void *arg, void *field, size_t bytes,
+                mp_make_fn_t make, mp_result_t *res)
+{
+    if (make == NULL) {
+        memset(res, 0, sizeof(*res));
+        res->nranks = nranks;
+        snprintf(res->rank[0].note, MP_NOTE_BYTES, "mp_run_made: make is NULL");
+        return -1;
+    }
+    return mp_launch(nranks, timeout_s, fn, arg, field, bytes, make, res);
 }
 
 void mp_diag(const mp_result_t *res)

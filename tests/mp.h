@@ -8,13 +8,15 @@
  * (mp_note() for a message, mp_set_value() for numbers), which the parent
  * reads after the run.
  *
- * Typical use:
- *     nsp_unique_id_t id;  nsp_get_unique_id(&id);          // parent serves
+ * Typical use, for ranks that meet through a unique id:
+ *     nsp_unique_id_t id;                                   // made by mp_run_uid
  *     mp_result_t res;
- *     mp_run(4, 30.0, rank_fn, &id, &res);
+ *     mp_run_uid(4, 30.0, rank_fn, &id, &id, &res);
  *     tap_ok(mp_all_ok(&res), "4 ranks ...");               // diag on failure
- * where rank_fn(rank, nranks, arg) returns 0 on success. Do not initialise
- * UCX in the parent before forking.
+ * where rank_fn(rank, nranks, arg) returns 0 on success. mp_run_uid forks
+ * first and creates the id after (see there why); mp_run is for runs that
+ * need no id made in the parent. Do not initialise UCX (or anything that
+ * starts threads) in the parent before forking.
  */
 #ifndef NSP_TESTS_MP_H_
 #define NSP_TESTS_MP_H_
@@ -49,9 +51,52 @@ typedef int (*mp_fn_t)(int rank, int nranks, void *arg);
  * Fork `nranks` processes running fn(rank, nranks, arg); wait up to
  * timeout_s for all, then SIGKILL the rest. Fills *res. Returns the number
  * of ranks that did not exit with code 0 (killed ones included), or -1 if
- * the launch itself failed (res->rank[0].note says why).
+ * the launch itself failed (res->rank[0].note says why). Before forking it
+ * waits up to 2 s for this process to have one thread (the rendezvous
+ * thread of an earlier run ending) and warns on stderr if it still has
+ * more (see mp_run_made for why).
  */
 int mp_run(int nranks, double timeout_s, mp_fn_t fn, void *arg, mp_result_t *res);
+
+/**
+ * Makes, in the parent, what every rank needs before it starts (for
+ * mp_run_made): write `bytes` bytes at `out`; return 0, or nonzero with the
+ * reason in why[whylen].
+ */
+typedef int (*mp_make_fn_t)(void *out, size_t bytes, char *why, size_t whylen);
+
+/** Exit code of a rank that never started fn (mp_run_made: nothing to start with). */
+#define MP_EXIT_NOT_STARTED 120
+
+/**
+ * mp_run, but `field` (`bytes` bytes inside *arg, e.g. &arg->id) is made by
+ * make() in the parent AFTER every rank is forked: the ranks wait (up to
+ * timeout_s, or until the parent is gone: then they exit with
+ * MP_EXIT_NOT_STARTED and a note), copy the parent's bytes into their own
+ * copy of `field`, and only then run fn. The parent's *field holds the same
+ * bytes. If make fails, the ranks are killed and -1 is returned with the
+ * reason in res->rank[0].note.
+ *
+ * Why: make may start a thread (nsp_get_unique_id starts the rendezvous
+ * server), and a process forked while another of its threads holds a lock
+ * inherits that lock held forever. glibc's malloc takes care of that around
+ * fork; the ASan allocator of GCC 12's libasan does not: a rank forked while
+ * the server thread was allocating hung at its next allocation (in UCX's
+ * init, after it had said hello to the rendezvous), and the others failed
+ * with "rank(s) N did not take part in a bootstrap allgather".
+ */
+int mp_run_made(int nranks, double timeout_s, mp_fn_t fn, void *arg, void *field, size_t bytes,
+                mp_make_fn_t make, mp_result_t *res);
+
+struct nsp_unique_id;
+/**
+ * mp_run_made with nsp_get_unique_id() as make (tests/mp_uid.c; link
+ * libnspcomm): the ranks meet through a fresh id at `id`, a field of *arg.
+ * Its rendezvous thread runs in the parent until the ranks finished
+ * bootstrap, so nothing forks while it is alive.
+ */
+int mp_run_uid(int nranks, double timeout_s, mp_fn_t fn, void *arg, struct nsp_unique_id *id,
+               mp_result_t *res);
 
 /** 1 if every rank exited with 0; otherwise prints "# rank r: ..." diagnostics. */
 int mp_all_ok(const mp_result_t *res);

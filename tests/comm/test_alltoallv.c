@@ -157,8 +157,7 @@ static void test_random(int nranks, int iters, size_t max_bytes, int inflight)
     random_case_t c = {.iters = iters, .max_bytes = max_bytes, .inflight = inflight};
     mp_result_t   res;
 
-    nsp_get_unique_id(&c.id);
-    mp_run(nranks, RUN_TIMEOUT_S, rank_random, &c, &res);
+    mp_run_uid(nranks, RUN_TIMEOUT_S, rank_random, &c, &c.id, &res);
     tap_ok(mp_all_ok(&res),
            "alltoallv, %d ranks, %d exchanges of random counts 0..%zu bytes, %d in flight "
            "(%.2f s)",
@@ -217,8 +216,7 @@ static void test_mismatch(int delta)
     random_case_t c = {.iters = delta};
     mp_result_t   res;
 
-    nsp_get_unique_id(&c.id);
-    mp_run(2, RUN_TIMEOUT_S, rank_mismatch, &c, &res);
+    mp_run_uid(2, RUN_TIMEOUT_S, rank_mismatch, &c, &c.id, &res);
     tap_ok(mp_all_ok(&res), "receiver expects %+d bytes: NSP_ERR_MISMATCH, not a hang or a "
                             "silent truncation",
            delta);
@@ -281,8 +279,7 @@ static void test_refusals(void)
     random_case_t c = {0};
     mp_result_t   res;
 
-    nsp_get_unique_id(&c.id);
-    mp_run(3, RUN_TIMEOUT_S, rank_refusals, &c, &res);
+    mp_run_uid(3, RUN_TIMEOUT_S, rank_refusals, &c, &c.id, &res);
     tap_ok(mp_all_ok(&res), "ucx refuses a CUDA stream and world_wrap (UNSUPPORTED); "
                             "sendrecv to self copies; sendrecv ring of 3");
 }
@@ -353,8 +350,7 @@ static void test_bandwidth(int nranks, size_t per_peer)
     mp_result_t res;
     double      worst = 0;
 
-    nsp_get_unique_id(&c.id);
-    mp_run(nranks, RUN_TIMEOUT_S, rank_bandwidth, &c, &res);
+    mp_run_uid(nranks, RUN_TIMEOUT_S, rank_bandwidth, &c, &c.id, &res);
     for (int r = 0; r < nranks; ++r) {
         worst = res.rank[r].value[0] > worst ? res.rank[r].value[0] : worst;
     }

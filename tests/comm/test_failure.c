@@ -146,8 +146,7 @@ static void test_fail(int nranks, victim_kind_t kind, size_t per_peer, int level
     int         ok = 1;
     double      worst = 0, worst_destroy = 0;
 
-    nsp_get_unique_id(&c.id);
-    mp_run(nranks, RUN_TIMEOUT_S, rank_fail, &c, &res);
+    mp_run_uid(nranks, RUN_TIMEOUT_S, rank_fail, &c, &c.id, &res);
     for (int r = 0; r < nranks; ++r) {
         if (r == c.victim) {
             ok &= kind == VICTIM_DIES ? res.rank[r].signal == SIGKILL

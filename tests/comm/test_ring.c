@@ -167,8 +167,7 @@ static void test_ring(int nranks, int nlevels, const int *degrees, const char *w
     mp_result_t res;
 
     memcpy(c.degrees, degrees, sizeof(int) * (size_t)nlevels);
-    nsp_get_unique_id(&c.id);
-    mp_run(nranks, RUN_TIMEOUT_S, rank_ring, &c, &res);
+    mp_run_uid(nranks, RUN_TIMEOUT_S, rank_ring, &c, &c.id, &res);
     tap_ok(mp_all_ok(&res), "%d ranks, %s: rotations with shifts +1, -1, 3 and %d steps in "
                             "flight on every level (%.2f s)",
            nranks, what, INFLIGHT, res.elapsed_s);
@@ -220,8 +219,7 @@ static void test_ring_errors(void)
     ring_case_t c = {.nlevels = 2, .degrees = {1, 2}};
     mp_result_t res;
 
-    nsp_get_unique_id(&c.id);
-    mp_run(2, RUN_TIMEOUT_S, rank_ring_errors, &c, &res);
+    mp_run_uid(2, RUN_TIMEOUT_S, rank_ring_errors, &c, &c.id, &res);
     tap_ok(mp_all_ok(&res), "ring refuses overlapping buffers, a bad level and a stream on "
                             "ucx; a byte count the neighbour disagrees with is MISMATCH");
 }

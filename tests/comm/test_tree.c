@@ -202,8 +202,7 @@ static void run_tree(int nranks, tree_case_t *c, const char *what)
 {
     mp_result_t res;
 
-    nsp_get_unique_id(&c->id);
-    mp_run(nranks, RUN_TIMEOUT_S, rank_tree, c, &res);
+    mp_run_uid(nranks, RUN_TIMEOUT_S, rank_tree, c, &c->id, &res);
     tap_ok(mp_all_ok(&res), "%d ranks, %s: queries match the math; per-level alltoallv in "
                             "order and all in flight (%.2f s)",
            nranks, what, res.elapsed_s);
@@ -288,8 +287,7 @@ static void test_errors(void)
     nsp_unique_id_t id;
     mp_result_t     res;
 
-    nsp_get_unique_id(&id);
-    mp_run(4, RUN_TIMEOUT_S, rank_errors, &id, &res);
+    mp_run_uid(4, RUN_TIMEOUT_S, rank_errors, &id, &id, &res);
     tap_ok(mp_all_ok(&res), "bad degrees refused (INVALID_ARG); ranks passing different "
                             "degrees all get MISMATCH; the world stays usable");
 }

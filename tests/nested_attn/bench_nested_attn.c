@@ -237,8 +237,7 @@ int main(int argc, char **argv)
     b.comp = mp_shared_alloc(nslots * sizeof(double));
     b.lvl  = mp_shared_alloc(2 * MODES * (size_t)b.plan->nrounds *
                              sizeof(nsp_nested_attn_stats_t));
-    if (b.wall == NULL || b.comp == NULL || b.lvl == NULL ||
-        nsp_get_unique_id(&b.id) != NSP_OK) {
+    if (b.wall == NULL || b.comp == NULL || b.lvl == NULL) {
         fprintf(stderr, "setup failed\n");
         return 1;
     }
@@ -247,7 +246,7 @@ int main(int argc, char **argv)
            planner, b.plan->nseqs, b.plan->nrounds, (long long)tpr, (long long)max_len, nq, nkv,
            D, iters);
     fflush(stdout);
-    if (mp_run(nranks, 600.0, rank_bench, &b, &res) != 0) {
+    if (mp_run_uid(nranks, 600.0, rank_bench, &b, &b.id, &res) != 0) {
         mp_diag(&res);
         return 1;
     }
