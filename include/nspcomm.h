@@ -416,7 +416,9 @@ typedef struct nsp_config {
  * ends when all ranks have finished bootstrap, or when ranks that joined
  * wait more than their timeout for missing ones (they get NSP_ERR_TIMEOUT
  * naming the missing ranks). An id serves one communicator; an id never
- * used keeps its thread and socket until the process exits.
+ * used keeps its thread and socket until the process exits. A launcher that
+ * forks its ranks should fork first and create the id after: a child forked
+ * beside a live thread can inherit a lock that thread held (tests/mp.h).
  * Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_IO (socket/bind),
  * NSP_ERR_NO_MEMORY.
  */
