@@ -294,12 +294,14 @@ out:
 /* Exchange calibration: parent                                             */
 /* ------------------------------------------------------------------------ */
 
-/* The largest Ulysses degree <= ranks dividing n_q. */
+/* The largest Ulysses degree <= ranks: it divides n_q, and divides n_kv or
+ * is a multiple of it (nsp_plan_validate's rule). */
 static int top_degree(const demo_t *demo)
 {
-    int d = demo->cfg.ranks;
+    const int nq = demo->cfg.q_heads, nkv = demo->cfg.kv_heads;
+    int       d  = demo->cfg.ranks;
 
-    while (d > 1 && demo->cfg.q_heads % d != 0) {
+    while (d > 1 && (nq % d != 0 || (nkv % d != 0 && d % nkv != 0))) {
         --d;
     }
     return d;

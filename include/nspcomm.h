@@ -289,7 +289,8 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
 /**
  * Check a plan's invariants: every sequence in exactly one group of one round;
  * groups inside [0, ranks); degrees valid for the model (size / ring a
- * Ulysses degree: it divides n_q); nested groups nest
+ * Ulysses degree: it divides n_q, and divides n_kv or is a multiple of it);
+ * nested groups nest
  * and align (rank0 % size == 0); static/disjoint rounds disjoint; no rank
  * over memory. Errors: NSP_ERR_INVALID_ARG (the message says which invariant
  * and where).

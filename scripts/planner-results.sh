@@ -22,44 +22,22 @@
 # longest sequence can hold only so much of the rest within its memory.
 set -euo pipefail
 
-top=$(cd "$(dirname "$0")/.." && pwd)
-build="${NSP_BUILD_DIR:-$top/build}"
+script=planner-results.sh
+. "$(dirname "$0")/results-lib.sh"
 json_out="planner-results.json"
-batches=10
-seed=1
 time_limit=""
-keep=""
-from=""
 
 while [ $# -gt 0 ]; do
     case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --json) json_out="$2"; shift 2 ;;
-    --batches) batches="$2"; shift 2 ;;
-    --seed) seed="$2"; shift 2 ;;
     --time-limit) time_limit="$2"; shift 2 ;;
-    --keep) keep="$2"; shift 2 ;;
-    --from) from="$2"; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "planner-results.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) results_option "$@"; shift 2 ;;
     esac
 done
-
-sim="$build/perf/nsp_sim"
-if [ -z "$from" ] && [ ! -x "$sim" ]; then
-    echo "planner-results.sh: $sim not found: build first (scripts/build.sh) or pass --build DIR" >&2
-    exit 1
-fi
-command -v python3 >/dev/null || { echo "planner-results.sh: python3 is needed" >&2; exit 1; }
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-[ -n "$keep" ] && mkdir -p "$keep"
+results_prepare
 
 workloads="wikipedia-flexsp prolong-distca wlbllm-distca"
 n=0
 if [ -n "$from" ]; then
-    cp "$from"/*.json "$work/"
     workloads=""
 fi
 for w in $workloads; do

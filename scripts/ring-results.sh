@@ -25,41 +25,20 @@
 # their steps without / with rings).
 set -euo pipefail
 
-top=$(cd "$(dirname "$0")/.." && pwd)
-build="${NSP_BUILD_DIR:-$top/build}"
+script=ring-results.sh
+. "$(dirname "$0")/results-lib.sh"
 json_out="ring-results.json"
-batches=10
 tail_batches=100
-seed=1
 ranks=128
-keep=""
-from=""
 
 while [ $# -gt 0 ]; do
     case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --json) json_out="$2"; shift 2 ;;
-    --batches) batches="$2"; shift 2 ;;
     --tail-batches) tail_batches="$2"; shift 2 ;;
-    --seed) seed="$2"; shift 2 ;;
     --ranks) ranks="$2"; shift 2 ;;
-    --keep) keep="$2"; shift 2 ;;
-    --from) from="$2"; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "ring-results.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) results_option "$@"; shift 2 ;;
     esac
 done
-
-sim="$build/perf/nsp_sim"
-if [ -z "$from" ] && [ ! -x "$sim" ]; then
-    echo "ring-results.sh: $sim not found: build first (scripts/build.sh) or pass --build DIR" >&2
-    exit 1
-fi
-command -v python3 >/dev/null || { echo "ring-results.sh: python3 is needed" >&2; exit 1; }
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-[ -n "$keep" ] && mkdir -p "$keep"
+results_prepare
 
 # workload:max_len:tokens_per_rank:batches
 configs=""
@@ -75,7 +54,6 @@ if [ "$tail_batches" -gt 0 ]; then
     configs="$configs wikipedia-flexsp:1048576:65536:$tail_batches"
 fi
 if [ -n "$from" ]; then
-    cp "$from"/*.json "$work/"
     configs=""
 fi
 total=$(echo $configs | wc -w)

@@ -98,6 +98,21 @@ struct nsp_unique_id;
 int mp_run_uid(int nranks, double timeout_s, mp_fn_t fn, void *arg, struct nsp_unique_id *id,
                mp_result_t *res);
 
+struct nsp_comm;
+struct nsp_tree;
+/**
+ * In a rank (tests/mp_uid.c; link libnspcomm): join the world of `nranks`
+ * ranks through `id` (config timeout_s) and create its tree: levels from the
+ * topology, or only {1, nranks} when `sparse` (other degrees then run over
+ * the world). 0, or -1 with the error in mp_note() and nothing left created.
+ */
+int mp_comm_tree(const struct nsp_unique_id *id, int rank, int nranks, double timeout_s,
+                 int sparse, struct nsp_comm **comm, struct nsp_tree **tree);
+
+/** In a rank: destroy what mp_comm_tree created and release the nested
+ *  all-to-all's cache (so leak checks see none of it). */
+void mp_comm_tree_free(struct nsp_comm *comm, struct nsp_tree *tree);
+
 /** 1 if every rank exited with 0; otherwise prints "# rank r: ..." diagnostics. */
 int mp_all_ok(const mp_result_t *res);
 

@@ -120,7 +120,9 @@ class Model:
         return 16 * self.P / self.N
 
     def degree_ok(self, d):
-        return 1 <= d <= self.N and d <= self.nq and self.nq % d == 0
+        # the KV heads shard too: n_kv a multiple of d, or d of n_kv (replicated)
+        return (1 <= d <= self.N and d <= self.nq and self.nq % d == 0
+                and (self.nkv % d == 0 or d % self.nkv == 0))
 
     def max_degree(self):
         return max(d for d in range(1, min(self.N, self.nq) + 1) if self.degree_ok(d))
@@ -215,8 +217,8 @@ class Checker:
                     ok = False
                     continue
                 if ring < 1 or size % ring != 0 or not cm.degree_ok(size // ring):
-                    self.fail(at, "size %d with ring %d: Ulysses degree must divide q_heads=%d"
-                              % (size, ring, cm.nq))
+                    self.fail(at, "size %d with ring %d: Ulysses degree must divide q_heads=%d "
+                              "and shard kv_heads=%d" % (size, ring, cm.nq, cm.nkv))
                     ok = False
                 if not disjoint and rank0 % size != 0:
                     self.fail(at, "nested group [%d, %d) is not aligned (rank0 %% size != 0)"

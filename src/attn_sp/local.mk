@@ -8,7 +8,8 @@ libnspcomm_la_SOURCES += \
 noinst_HEADERS += \
 	src/attn_sp/layout.h \
 	src/attn_sp/pack.h \
-	src/attn_sp/nested_a2a.h
+	src/attn_sp/nested_a2a.h \
+	src/attn_sp/nested_a2a_common.h
 
 # Tests of the nested all-to-all (tests/a2a/): pure ones in one process.
 check_LTLIBRARIES += tests/a2a/liba2aref.la

@@ -7,6 +7,7 @@
 
 #include "attn_sp/nested_a2a.h"
 #include "attn_sp/layout.h"
+#include "attn_sp/nested_a2a_common.h"
 #include "attn_sp/pack.h"
 #include "common/log.h"
 #include "nested_groups/tree.h"
@@ -217,9 +218,7 @@ typedef struct a2a_level {
     char               *dst;          /* s2h: block;  h2s: chunks */
     void               *send_scratch, *recv_scratch;
     size_t              send_cap, recv_cap;
-    nsp_request_t     **tp_reqs;      /* [ntp] transport requests in flight */
-    uint64_t           *tp_seen;      /* [ntp] their progress counters seen */
-    int                 ntp;
+    nsp_a2a_tps_t       tps;          /* transport requests in flight */
 } a2a_level_t;
 
 struct a2a_op {
@@ -256,11 +255,7 @@ static void op_destroy(a2a_op_t *op)
 {
     for (int l = 0; l < op->nlevels; ++l) {
         a2a_level_t *L = &op->levels[l];
-        for (int k = 0; k < L->ntp; ++k) {
-            nsp_request_free(L->tp_reqs[k]); /* abandons what is still in flight */
-        }
-        free(L->tp_reqs);
-        free(L->tp_seen);
+        nsp_a2a_tps_free(&L->tps); /* abandons what is still in flight */
         free(L->parts);
         free(L->counts);
         free(L->sels);
@@ -295,43 +290,14 @@ static nsp_status_t step_copy_level0(void *arg)
     return NSP_OK;
 }
 
-static size_t sum_sizes(const size_t *v, int n)
-{
-    size_t s = 0;
-
-    for (int k = 0; k < n; ++k) {
-        s += v[k];
-    }
-    return s;
-}
-
-/* Post part `k` of level L: one alltoallv on the group's communicator, or
- * pairwise exchanges over the world (step i sends to index me+i and receives
- * from me-i, so every pair meets once). */
+/* Post part `k` of level L (its own tag). */
 static nsp_status_t part_post(a2a_level_t *L, int k)
 {
-    a2a_part_t *P   = &L->parts[k];
-    int         d   = L->lv.degree, me = L->lv.index;
-    uint32_t    tag = nsp_a2a_part_tag(L->op->post_seq, L->degree_id, k);
+    a2a_part_t *P = &L->parts[k];
 
-    if (!L->pairwise) {
-        nsp_tp_alltoallv_t args = {.sendbuf = P->send, .sendcounts = P->sb, .sdispls = P->sd,
-                                   .recvbuf = P->recv, .recvcounts = P->rb, .rdispls = P->rd};
-        NSP_CHECK(L->tp->ops->alltoallv_post(L->tp, &args, tag, NULL, &L->tp_reqs[L->ntp]));
-        L->tp_seen[L->ntp] = L->tp_reqs[L->ntp]->progress;
-        ++L->ntp;
-        return NSP_OK;
-    }
-    for (int i = 1; i < d; ++i) {
-        int to = (me + i) % d, from = (me - i + d) % d;
-        NSP_CHECK(L->tp->ops->sendrecv_post(
-            L->tp, (const char *)P->send + P->sd[to], P->sb[to], L->lv.rank0 + to,
-            (char *)P->recv + P->rd[from], P->rb[from], L->lv.rank0 + from, tag, NULL,
-            &L->tp_reqs[L->ntp]));
-        L->tp_seen[L->ntp] = L->tp_reqs[L->ntp]->progress;
-        ++L->ntp;
-    }
-    return NSP_OK;
+    return nsp_a2a_tps_post(&L->tps, L->tp, L->pairwise, &L->lv, P->send, P->sb, P->sd,
+                            P->recv, P->rb, P->rd,
+                            nsp_a2a_part_tag(L->op->post_seq, L->degree_id, k), NULL);
 }
 
 /* Level l > 0, first step: for every part, pack (unless it leaves in place)
@@ -383,34 +349,14 @@ static nsp_status_t step_start(void *arg)
 /* Level l > 0, second step: wait for the transport. */
 static nsp_status_t step_exchange(void *arg)
 {
-    a2a_level_t *L    = arg;
-    int          left = 0;
+    a2a_level_t *L      = arg;
+    nsp_status_t status = nsp_a2a_tps_test(&L->tps, &L->op->progress, &L->op->idle);
 
-    for (int k = 0; k < L->ntp; ++k) {
-        nsp_status_t st;
-        if (L->tp_reqs[k] == NULL) {
-            continue;
-        }
-        st = nsp_request_test(L->tp_reqs[k]);
-        L->op->progress += L->tp_reqs[k]->progress - L->tp_seen[k];
-        L->tp_seen[k]    = L->tp_reqs[k]->progress;
-        if (st == NSP_INPROGRESS) {
-            L->op->idle &= L->tp_reqs[k]->idle;
-            ++left;
-            continue;
-        }
-        if (st < 0) {
-            return st; /* decided (and logged) by the transport or its request */
-        }
-        nsp_request_free(L->tp_reqs[k]);
-        L->tp_reqs[k] = NULL;
-        L->op->progress++;
-    }
-    if (left == 0) {
+    if (status == NSP_OK) {
         NSP_TRACE("a2a post %u level %d: exchanged at %.6f", L->op->post_seq, L->level,
                   nsp_now_s());
     }
-    return left > 0 ? NSP_INPROGRESS : NSP_OK;
+    return status;
 }
 
 /* Level l > 0, last step: unpack what did not land in place, release the
@@ -446,18 +392,9 @@ static nsp_status_t step_finish(void *arg)
 
 static nsp_status_t level_req_test(nsp_request_t *req)
 {
-    a2a_level_t *L  = (a2a_level_t *)req;
-    a2a_op_t    *op = L->op;
-    int          advanced = 0;
-    nsp_status_t status;
+    a2a_level_t *L = (a2a_level_t *)req;
 
-    op->idle = 1;
-    NSP_CHECK(nsp_levels_progress(op->queues, &advanced));
-    op->progress += (uint64_t)advanced;
-    req->progress = op->progress; /* any level's progress counts for every level */
-    req->idle = op->idle && advanced == 0;
-    status    = nsp_levels_status(op->queues, L->level);
-    return status;
+    return nsp_a2a_queues_test(L->op->queues, L->level, &L->op->progress, &L->op->idle, req);
 }
 
 static void level_req_describe(const nsp_request_t *req, char *buf, size_t len)
@@ -492,41 +429,118 @@ static const nsp_request_ops_t a2a_level_req_ops = {
 
 /* ---- post ---------------------------------------------------------------- */
 
-static nsp_status_t check_params(const nsp_layout_t *layout, const nsp_a2a_params_t *p,
-                                 const nsp_layout_info_t *info, int64_t head_rows)
+/* ---- shared with the CUDA path (nested_a2a_common.h) ---------------------- */
+
+static nsp_status_t check_params(const nsp_a2a_params_t *p, const nsp_layout_info_t *info,
+                                 int64_t head_rows, const char *what)
 {
     size_t es = p->elem_size;
 
     if (es != 1 && es != 2 && es != 4 && es != 8) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: elem_size %zu is not 1, 2, "
-                         "4 or 8 bytes", es);
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: elem_size %zu is not 1, 2, 4 or 8 bytes",
+                         what, es);
     }
     if (p->heads < 1 || p->head_dim < 1 ||
         (p->direction != NSP_A2A_SEQ_TO_HEAD && p->direction != NSP_A2A_HEAD_TO_SEQ)) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: heads %d, head_dim %d or "
-                         "direction %d invalid", p->heads, p->head_dim, (int)p->direction);
-    }
-    if ((p->field_mask & NSP_A2A_FIELD_STREAM) && p->stream != NULL) {
-        return nsp_error(NSP_ERR_UNSUPPORTED, "nested all-to-all: a CUDA stream was given but "
-                         "this is the host path (UCX, host memory); pass stream = NULL");
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: heads %d, head_dim %d or direction %d "
+                         "invalid", what, p->heads, p->head_dim, (int)p->direction);
     }
     if ((p->field_mask & NSP_A2A_FIELD_REPLICAS) && p->replicas == NSP_A2A_REPLICAS_SUM_F32 &&
         es != 4) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: REPLICAS_SUM_F32 needs "
-                         "float32 elements, elem_size is %zu", es);
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: REPLICAS_SUM_F32 needs float32 elements, "
+                         "elem_size is %zu", what, es);
     }
-    if ((info->local_tokens > 0 && (p->src == NULL || p->dst == NULL)) ||
-        (head_rows > 0 && (p->src == NULL || p->dst == NULL))) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: NULL src or dst for %lld "
-                         "tokens", (long long)info->local_tokens);
+    if ((info->local_tokens > 0 || head_rows > 0) && (p->src == NULL || p->dst == NULL)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: NULL src or dst for %lld tokens", what,
+                         (long long)info->local_tokens);
     }
-    (void)layout; /* ring levels exchange inside their Ulysses subgroups (level_setup) */
     return NSP_OK;
 }
 
-/* Which communicator carries level L: the tree's group of that degree when
- * it is the same group, else pairwise over the world. */
-static nsp_status_t level_choose_comm(nsp_tree_t *tree, a2a_level_t *L, nsp_tp_comm_t *world)
+static nsp_status_t a2a_world(nsp_tree_t *tree, const nsp_layout_info_t *info,
+                              const char *what, nsp_comm_t **world_p)
+{
+    nsp_comm_t *world;
+    int         rank, size;
+
+    NSP_CHECK(nsp_tree_world(tree, &world));
+    NSP_CHECK(nsp_comm_rank(world, &rank));
+    NSP_CHECK(nsp_comm_size(world, &size));
+    if (info->rank != rank || info->ranks != size) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: the layout is for rank %d of %d, but this "
+                         "is rank %d of a world of %d", what, info->rank, info->ranks, rank,
+                         size);
+    }
+    *world_p = world;
+    return NSP_OK;
+}
+
+nsp_status_t nsp_a2a_prepare(nsp_tree_t *tree, const nsp_layout_t *layout,
+                             const nsp_a2a_params_t *params, const char *what,
+                             nsp_a2a_prep_t *prep)
+{
+    int64_t head_rows = 0;
+    uint64_t mask;
+
+    if (tree == NULL || layout == NULL || params == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_post: NULL tree, layout, params or "
+                         "requests");
+    }
+    mask = params->field_mask;
+    NSP_CHECK(nsp_layout_query(layout, &prep->info));
+    NSP_CHECK(nsp_layout_head_rows(layout, params->heads, &head_rows));
+    NSP_CHECK(check_params(params, &prep->info, head_rows, what));
+    NSP_CHECK(a2a_world(tree, &prep->info, what, &prep->world));
+    prep->serial   = (mask & NSP_A2A_FIELD_SERIAL) ? params->serial : 0;
+    prep->check    = (mask & NSP_A2A_FIELD_CHECK) ? params->check : 1;
+    prep->replicas = (mask & NSP_A2A_FIELD_REPLICAS) ? params->replicas : NSP_A2A_REPLICAS_FIRST;
+    return NSP_OK;
+}
+
+nsp_status_t nsp_a2a_allgather_check(nsp_comm_t *world, uint64_t hash, const char *what)
+{
+    int          size;
+    uint64_t    *all;
+    nsp_status_t status;
+
+    NSP_CHECK(nsp_comm_size(world, &size));
+    all = malloc(sizeof(uint64_t) * (size_t)size);
+    if (all == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate %d hashes", what, size);
+    }
+    NSP_CHECK_GOTO(nsp_comm_allgather(world, &hash, all, sizeof(hash)), status, out_free);
+    status = nsp_a2a_compare_hashes(all, size, what);
+out_free:
+    free(all);
+    return status;
+}
+
+nsp_status_t nsp_a2a_agree(const nsp_a2a_prep_t *prep, const nsp_a2a_params_t *params,
+                           const char *what)
+{
+    if (!prep->check) {
+        return NSP_OK;
+    }
+    return nsp_a2a_allgather_check(prep->world,
+                                   nsp_a2a_check_hash(prep->info.plan_hash, params->direction,
+                                                      params->heads, params->head_dim,
+                                                      params->elem_size, prep->replicas),
+                                   what);
+}
+
+void nsp_a2a_level_bufs(nsp_a2a_dir_t dir, const char *src, char *dst, int heads,
+                        size_t row_bytes, const nsp_layout_level_t *lv,
+                        const nsp_layout_heads_t *hs, const char **level_src, char **level_dst)
+{
+    size_t chunks = (size_t)lv->local_offset * (size_t)heads * row_bytes;
+    size_t block  = (size_t)hs->row_offset * row_bytes;
+
+    *level_src = src + (dir == NSP_A2A_SEQ_TO_HEAD ? chunks : block);
+    *level_dst = dst + (dir == NSP_A2A_SEQ_TO_HEAD ? block : chunks);
+}
+
+nsp_status_t nsp_a2a_level_comm(nsp_tree_t *tree, const nsp_layout_level_t *lv,
+                                nsp_tp_comm_t *world, nsp_tp_comm_t **tp, int *pairwise)
 {
     int nl = 0;
 
@@ -534,21 +548,123 @@ static nsp_status_t level_choose_comm(nsp_tree_t *tree, a2a_level_t *L, nsp_tp_c
     for (int t = 0; t < nl; ++t) {
         int degree = 0, rank0 = -1;
         NSP_CHECK(nsp_tree_degree(tree, t, &degree));
-        if (degree != L->lv.degree) {
+        if (degree != lv->degree) {
             continue;
         }
         NSP_CHECK(nsp_tree_group(tree, t, &rank0, NULL));
-        if (rank0 == L->lv.rank0) {
-            L->pairwise = 0;
-            return nsp_tree_level_tp(tree, t, &L->tp);
+        if (rank0 == lv->rank0) {
+            *pairwise = 0;
+            return nsp_tree_level_tp(tree, t, tp);
         }
     }
     NSP_DEBUG("nested all-to-all: degree %d group at rank %d is not a tree group; pairwise "
-              "exchange over the world", L->lv.degree, L->lv.rank0);
-    L->pairwise = 1;
-    L->tp       = world;
+              "exchange over the world", lv->degree, lv->rank0);
+    *pairwise = 1;
+    *tp       = world;
     return NSP_OK;
 }
+
+size_t nsp_a2a_sum(const size_t *v, int n)
+{
+    size_t s = 0;
+
+    for (int k = 0; k < n; ++k) {
+        s += v[k];
+    }
+    return s;
+}
+
+nsp_status_t nsp_a2a_tps_alloc(nsp_a2a_tps_t *t, size_t max)
+{
+    t->n    = 0;
+    t->reqs = calloc(max, sizeof(*t->reqs));
+    t->seen = calloc(max, sizeof(*t->seen));
+    return t->reqs != NULL && t->seen != NULL ? NSP_OK : NSP_ERR_NO_MEMORY;
+}
+
+void nsp_a2a_tps_free(nsp_a2a_tps_t *t)
+{
+    for (int k = 0; k < t->n; ++k) {
+        nsp_request_free(t->reqs[k]);
+    }
+    free(t->reqs);
+    free(t->seen);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Append one posted request (its progress so far seen). */
+static void tps_push(nsp_a2a_tps_t *t)
+{
+    t->seen[t->n] = t->reqs[t->n]->progress;
+    ++t->n;
+}
+
+nsp_status_t nsp_a2a_tps_post(nsp_a2a_tps_t *t, nsp_tp_comm_t *tp, int pairwise,
+                              const nsp_layout_level_t *lv, const void *send, const size_t *sb,
+                              const size_t *sd, void *recv, const size_t *rb, const size_t *rd,
+                              uint32_t tag, void *stream)
+{
+    int d = lv->degree, me = lv->index;
+
+    if (!pairwise) {
+        nsp_tp_alltoallv_t args = {.sendbuf = send, .sendcounts = sb, .sdispls = sd,
+                                   .recvbuf = recv, .recvcounts = rb, .rdispls = rd};
+        NSP_CHECK(tp->ops->alltoallv_post(tp, &args, tag, stream, &t->reqs[t->n]));
+        tps_push(t);
+        return NSP_OK;
+    }
+    for (int i = 1; i < d; ++i) {
+        int to = (me + i) % d, from = (me - i + d) % d;
+        NSP_CHECK(tp->ops->sendrecv_post(tp, (const char *)send + sd[to], sb[to], lv->rank0 + to,
+                                         (char *)recv + rd[from], rb[from], lv->rank0 + from,
+                                         tag, stream, &t->reqs[t->n]));
+        tps_push(t);
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_a2a_tps_test(nsp_a2a_tps_t *t, uint64_t *progress, int *idle)
+{
+    int left = 0;
+
+    for (int k = 0; k < t->n; ++k) {
+        nsp_request_t *r = t->reqs[k];
+        nsp_status_t   st;
+        if (r == NULL) {
+            continue;
+        }
+        st = nsp_request_test(r);
+        *progress += r->progress - t->seen[k];
+        t->seen[k] = r->progress;
+        if (st == NSP_INPROGRESS) {
+            *idle &= r->idle;
+            ++left;
+            continue;
+        }
+        if (st < 0) {
+            return st; /* decided (and logged) by the transport or its request */
+        }
+        nsp_request_free(r);
+        t->reqs[k] = NULL;
+        ++*progress;
+    }
+    return left > 0 ? NSP_INPROGRESS : NSP_OK;
+}
+
+nsp_status_t nsp_a2a_queues_test(nsp_levels_t *queues, int level, uint64_t *progress,
+                                 int *idle, nsp_request_t *req)
+{
+    int advanced = 0;
+
+    *idle = 1;
+    NSP_CHECK(nsp_levels_progress(queues, &advanced));
+    *progress += (uint64_t)advanced;
+    req->progress = *progress; /* any level's progress counts for every level */
+    req->idle     = *idle && advanced == 0;
+    return nsp_levels_status(queues, level);
+}
+
+/* ---- the host levels --------------------------------------------------- */
 
 static int level_direct_parts(const a2a_level_t *L)
 {
@@ -566,7 +682,7 @@ static size_t level_bytes(const a2a_level_t *L, int recv)
     size_t n = 0;
 
     for (int k = 0; k < L->nparts; ++k) {
-        n += sum_sizes(recv ? L->parts[k].rb : L->parts[k].sb, L->lv.degree);
+        n += nsp_a2a_sum(recv ? L->parts[k].rb : L->parts[k].sb, L->lv.degree);
     }
     return n;
 }
@@ -598,12 +714,9 @@ static nsp_status_t level_make_parts(a2a_level_t *L)
     L->parts  = calloc((size_t)L->nparts, sizeof(*L->parts));
     L->counts = calloc(4 * (size_t)d * (size_t)L->nparts, sizeof(size_t));
     L->sels   = calloc((size_t)L->nparts * ((size_t)n + 1), 1);
-    L->tp_reqs = calloc((size_t)L->nparts * (size_t)(d > 1 ? d - 1 : 1),
-                        sizeof(*L->tp_reqs));
-    L->tp_seen = calloc((size_t)L->nparts * (size_t)(d > 1 ? d - 1 : 1),
-                        sizeof(*L->tp_seen));
-    if (L->parts == NULL || L->counts == NULL || L->sels == NULL || L->tp_reqs == NULL ||
-        L->tp_seen == NULL) {
+    /* at most d - 1 pairwise requests per part */
+    if (nsp_a2a_tps_alloc(&L->tps, (size_t)L->nparts * (size_t)(d > 1 ? d - 1 : 1)) != NSP_OK ||
+        L->parts == NULL || L->counts == NULL || L->sels == NULL) {
         goto err_free_direct;
     }
     for (int p = 0; p < L->nparts; ++p) {
@@ -646,11 +759,11 @@ static nsp_status_t level_make_parts(a2a_level_t *L)
          * what is received outside the block (s2h: batched; h2s: every part) */
         if (s2h || P->seq < 0) {
             P->send_off = L->send_total;
-            L->send_total += sum_sizes(P->sb, d);
+            L->send_total += nsp_a2a_sum(P->sb, d);
         }
         if (!s2h || P->seq < 0) {
             P->recv_off = L->recv_total;
-            L->recv_total += sum_sizes(P->rb, d);
+            L->recv_total += nsp_a2a_sum(P->rb, d);
         }
     }
     free(direct);
@@ -681,20 +794,15 @@ static nsp_status_t level_setup(nsp_tree_t *tree, const nsp_layout_t *layout, a2
     NSP_CHECK(nsp_layout_level_view(layout, l, &L->view));
     NSP_CHECK(nsp_layout_heads(layout, l, op->heads, &L->hs));
     d = L->lv.degree;
-    if (op->dir == NSP_A2A_SEQ_TO_HEAD) {
-        L->src = op->src + (size_t)L->lv.local_offset * (size_t)op->heads * op->row_bytes;
-        L->dst = op->dst + (size_t)L->hs.row_offset * op->row_bytes;
-    } else {
-        L->src = op->src + (size_t)L->hs.row_offset * op->row_bytes;
-        L->dst = op->dst + (size_t)L->lv.local_offset * (size_t)op->heads * op->row_bytes;
-    }
+    nsp_a2a_level_bufs(op->dir, op->src, op->dst, op->heads, op->row_bytes, &L->lv, &L->hs,
+                       &L->src, &L->dst);
     if (op->gated) {
         NSP_CHECK(nsp_levels_push(op->queues, l, step_gate, L, "wait to be opened"));
     }
     if (l == 0) {
         return nsp_levels_push(op->queues, 0, step_copy_level0, L, "copy level 0");
     }
-    NSP_CHECK(level_choose_comm(tree, L, op->world));
+    NSP_CHECK(nsp_a2a_level_comm(tree, &L->lv, op->world, &L->tp, &L->pairwise));
     NSP_CHECK(nsp_layout_degree_id(layout, l, &L->degree_id));
     NSP_CHECK(nsp_pack_self_is_first(&L->view, op->heads, &L->self_first));
     NSP_CHECK(level_make_parts(L));
@@ -709,42 +817,6 @@ static nsp_status_t level_setup(nsp_tree_t *tree, const nsp_layout_t *layout, a2
     return nsp_levels_push(op->queues, l, step_finish, L, "unpack");
 }
 
-static nsp_status_t a2a_world(nsp_tree_t *tree, const nsp_layout_info_t *info,
-                              nsp_comm_t **world_p)
-{
-    nsp_comm_t *world;
-    int         rank, size;
-
-    NSP_CHECK(nsp_tree_world(tree, &world));
-    NSP_CHECK(nsp_comm_rank(world, &rank));
-    NSP_CHECK(nsp_comm_size(world, &size));
-    if (info->rank != rank || info->ranks != size) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: the layout is for rank %d "
-                         "of %d, but this is rank %d of a world of %d", info->rank,
-                         info->ranks, rank, size);
-    }
-    *world_p = world;
-    return NSP_OK;
-}
-
-static nsp_status_t allgather_check(nsp_comm_t *world, uint64_t hash, const char *what)
-{
-    int          size;
-    uint64_t    *all;
-    nsp_status_t status;
-
-    NSP_CHECK(nsp_comm_size(world, &size));
-    all = malloc(sizeof(uint64_t) * (size_t)size);
-    if (all == NULL) {
-        return nsp_error(NSP_ERR_NO_MEMORY, "layout check: cannot allocate %d hashes", size);
-    }
-    NSP_CHECK_GOTO(nsp_comm_allgather(world, &hash, all, sizeof(hash)), status, out_free);
-    status = nsp_a2a_compare_hashes(all, size, what);
-out_free:
-    free(all);
-    return status;
-}
-
 nsp_status_t nsp_layout_check(nsp_tree_t *tree, const nsp_layout_t *layout)
 {
     nsp_layout_info_t info;
@@ -754,8 +826,8 @@ nsp_status_t nsp_layout_check(nsp_tree_t *tree, const nsp_layout_t *layout)
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_layout_check: NULL tree or layout");
     }
     NSP_CHECK(nsp_layout_query(layout, &info));
-    NSP_CHECK(a2a_world(tree, &info, &world));
-    return allgather_check(world, info.plan_hash, "layout check");
+    NSP_CHECK(a2a_world(tree, &info, "nested all-to-all", &world));
+    return nsp_a2a_allgather_check(world, info.plan_hash, "layout check");
 }
 
 static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
@@ -792,12 +864,11 @@ nsp_status_t nsp_a2a_level_open(nsp_request_t *req)
 static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
                              const nsp_a2a_params_t *params, int gated, nsp_request_t **reqs)
 {
-    nsp_layout_info_t info;
-    nsp_comm_t       *world;
-    a2a_op_t         *op;
-    int64_t           head_rows = 0;
-    int               serial, check;
-    nsp_status_t      status;
+    nsp_a2a_prep_t prep;
+    nsp_comm_t    *world;
+    a2a_op_t      *op;
+    int            nlevels;
+    nsp_status_t   status;
 
     if (tree == NULL || layout == NULL || params == NULL || reqs == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_post: NULL tree, layout, params or "
@@ -814,27 +885,20 @@ static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
         return nsp_a2a_post_cuda(tree, layout, params, reqs);
     }
 #endif
-    NSP_CHECK(nsp_layout_query(layout, &info));
-    NSP_CHECK(nsp_layout_head_rows(layout, params->heads, &head_rows));
-    NSP_CHECK(check_params(layout, params, &info, head_rows));
-    NSP_CHECK(a2a_world(tree, &info, &world));
+    NSP_CHECK(nsp_a2a_prepare(tree, layout, params, "nested all-to-all", &prep));
+    world   = prep.world;
+    nlevels = prep.info.nlevels;
+    if ((params->field_mask & NSP_A2A_FIELD_STREAM) && params->stream != NULL) {
+        return nsp_error(NSP_ERR_UNSUPPORTED, "nested all-to-all: a CUDA stream was given but "
+                         "this is the host path (UCX, host memory); pass stream = NULL");
+    }
     if (nsp_comm_tp(world)->ops->mem_type != NSP_MEM_HOST) {
         return nsp_error(NSP_ERR_UNSUPPORTED, "nested all-to-all: the '%s' backend moves "
                          "device memory, and this build's nested all-to-all packs on the host "
                          "only; use the UCX backend with host buffers",
                          nsp_comm_tp(world)->ops->name);
     }
-    serial = (params->field_mask & NSP_A2A_FIELD_SERIAL) ? params->serial : 0;
-    check  = (params->field_mask & NSP_A2A_FIELD_CHECK) ? params->check : 1;
-    if (check) {
-        nsp_a2a_replicas_t rep = (params->field_mask & NSP_A2A_FIELD_REPLICAS)
-                                     ? params->replicas : NSP_A2A_REPLICAS_FIRST;
-        NSP_CHECK(allgather_check(world,
-                                  nsp_a2a_check_hash(info.plan_hash, params->direction,
-                                                     params->heads, params->head_dim,
-                                                     params->elem_size, rep),
-                                  "nested all-to-all"));
-    }
+    NSP_CHECK(nsp_a2a_agree(&prep, params, "nested all-to-all"));
 
     op = calloc(1, sizeof(*op));
     if (op == NULL) {
@@ -842,27 +906,26 @@ static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
     }
     ++a2a_ops_live;
     op->world     = nsp_comm_tp(world);
-    op->nlevels   = info.nlevels;
+    op->nlevels   = nlevels;
     op->dir       = params->direction;
     op->heads     = params->heads;
     op->row_bytes = (size_t)params->head_dim * params->elem_size;
-    op->replicas  = (params->field_mask & NSP_A2A_FIELD_REPLICAS) ? params->replicas
-                                                                  : NSP_A2A_REPLICAS_FIRST;
+    op->replicas  = prep.replicas;
     op->post_seq  = a2a_post_count++;
     op->direct_min = nsp_a2a_direct_min();
     op->gated     = gated;
     op->src       = params->src;
     op->dst       = params->dst;
-    op->levels    = calloc((size_t)info.nlevels, sizeof(*op->levels));
+    op->levels    = calloc((size_t)nlevels, sizeof(*op->levels));
     if (op->levels == NULL) {
         status = nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate %d levels",
-                           info.nlevels);
+                           nlevels);
         goto err_destroy_op;
     }
-    NSP_CHECK_GOTO(nsp_levels_create(info.nlevels, gated ? 4 : 3,
-                                     serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
+    NSP_CHECK_GOTO(nsp_levels_create(nlevels, gated ? 4 : 3,
+                                     prep.serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
                                      &op->queues), status, err_destroy_op);
-    for (int l = 0; l < info.nlevels; ++l) {
+    for (int l = 0; l < nlevels; ++l) {
         NSP_CHECK_GOTO(level_setup(tree, layout, op, l), status, err_destroy_op);
     }
 
@@ -871,14 +934,14 @@ static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
     NSP_CHECK_GOTO(nsp_levels_progress(op->queues, NULL), status, err_destroy_op);
     op->first_pass_done = 1;
     NSP_CHECK_GOTO(nsp_levels_progress(op->queues, NULL), status, err_destroy_op);
-    for (int l = 0; l < info.nlevels; ++l) {
+    for (int l = 0; l < nlevels; ++l) {
         status = nsp_levels_status(op->queues, l);
         if (status < 0) {
             goto err_destroy_op;
         }
     }
-    op->live = info.nlevels;
-    for (int l = 0; l < info.nlevels; ++l) {
+    op->live = nlevels;
+    for (int l = 0; l < nlevels; ++l) {
         reqs[l] = &op->levels[l].req;
     }
     return NSP_OK;

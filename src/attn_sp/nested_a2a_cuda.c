@@ -12,6 +12,7 @@
 
 #include "attn_sp/layout.h"
 #include "attn_sp/nested_a2a.h"
+#include "attn_sp/nested_a2a_common.h"
 #include "attn_sp/pack.h"
 #include "attn_sp/pack_cuda.h"
 #include "common/log.h"
@@ -205,9 +206,7 @@ typedef struct ca_level {
     char                   *dst;
     cudaStream_t            stream;
     cudaEvent_t             done;       /* this post's work of the level ran */
-    nsp_request_t         **tp_reqs;
-    uint64_t               *tp_seen;
-    int                     ntp;
+    nsp_a2a_tps_t           tps;        /* transport requests in flight */
 } ca_level_t;
 
 struct ca_op {
@@ -232,11 +231,7 @@ static void ca_op_destroy(ca_op_t *op)
 {
     for (int l = 0; l < op->nlevels && op->levels != NULL; ++l) {
         ca_level_t *L = &op->levels[l];
-        for (int k = 0; k < L->ntp; ++k) {
-            nsp_request_free(L->tp_reqs[k]); /* abandons (aborts) what is still running */
-        }
-        free(L->tp_reqs);
-        free(L->tp_seen);
+        nsp_a2a_tps_free(&L->tps); /* abandons (aborts) what is still running */
         free(L->sb);
         if (L->done != NULL) {
             cudaEventDestroy(L->done); /* safe while recorded work is pending */
@@ -251,39 +246,12 @@ static void ca_op_destroy(ca_op_t *op)
     --ca.ops_live;
 }
 
-static size_t ca_sum(const size_t *v, int n)
-{
-    size_t s = 0;
-
-    for (int k = 0; k < n; ++k) {
-        s += v[k];
-    }
-    return s;
-}
-
-/* Post the level's exchange on its stream: the group's alltoallv, or
- * pairwise sendrecv steps over the world (as the host path). */
+/* Post the level's exchange on its stream (as the host path). */
 static nsp_status_t ca_post_exchange(ca_level_t *L, const void *send, void *recv)
 {
-    int      d   = L->lv.degree, me = L->lv.index;
-    uint32_t tag = nsp_a2a_tag(L->op->post_seq, d);
-
-    if (!L->pairwise) {
-        nsp_tp_alltoallv_t args = {.sendbuf = send, .sendcounts = L->sb, .sdispls = L->sd,
-                                   .recvbuf = recv, .recvcounts = L->rb, .rdispls = L->rd};
-        NSP_CHECK(L->tp->ops->alltoallv_post(L->tp, &args, tag, L->stream, &L->tp_reqs[0]));
-        L->ntp = 1;
-        return NSP_OK;
-    }
-    for (int k = 1; k < d; ++k) {
-        int to = (me + k) % d, from = (me - k + d) % d;
-        NSP_CHECK(L->tp->ops->sendrecv_post(L->tp, (const char *)send + L->sd[to], L->sb[to],
-                                            L->lv.rank0 + to, (char *)recv + L->rd[from],
-                                            L->rb[from], L->lv.rank0 + from, tag, L->stream,
-                                            &L->tp_reqs[L->ntp]));
-        ++L->ntp;
-    }
-    return NSP_OK;
+    return nsp_a2a_tps_post(&L->tps, L->tp, L->pairwise, &L->lv, send, L->sb, L->sd, recv,
+                            L->rb, L->rd, nsp_a2a_tag(L->op->post_seq, L->lv.degree),
+                            L->stream);
 }
 
 /* Enqueue everything of level l > 0 on its stream. */
@@ -298,9 +266,9 @@ static nsp_status_t ca_enqueue_level(ca_level_t *L)
     void        *recv;
 
     if (op->dir == NSP_A2A_SEQ_TO_HEAD) {
-        send = send_scratch = ca_alloc(ca_sum(L->sb, d), L->stream, &status);
+        send = send_scratch = ca_alloc(nsp_a2a_sum(L->sb, d), L->stream, &status);
         recv = L->in_place ? (void *)L->dst
-                           : (void *)(recv_scratch = ca_alloc(ca_sum(L->rb, d), L->stream,
+                           : (void *)(recv_scratch = ca_alloc(nsp_a2a_sum(L->rb, d), L->stream,
                                                               &status));
         NSP_CHECK_GOTO(status, status, out_free);
         NSP_CHECK_GOTO(nsp_cuda_pack_s2h(L->dev, op->heads, rbytes, L->src, send_scratch, L->sb,
@@ -317,9 +285,9 @@ static nsp_status_t ca_enqueue_level(ca_level_t *L)
         }
     } else {
         send = L->in_place ? (const void *)L->src
-                           : (const void *)(send_scratch = ca_alloc(ca_sum(L->sb, d), L->stream,
+                           : (const void *)(send_scratch = ca_alloc(nsp_a2a_sum(L->sb, d), L->stream,
                                                                     &status));
-        recv = recv_scratch = ca_alloc(ca_sum(L->rb, d), L->stream, &status);
+        recv = recv_scratch = ca_alloc(nsp_a2a_sum(L->rb, d), L->stream, &status);
         NSP_CHECK_GOTO(status, status, out_free);
         if (!L->in_place) {
             NSP_CHECK_GOTO(nsp_cuda_pack_h2s(L->dev, op->heads, rbytes, L->src, send_scratch,
@@ -356,30 +324,9 @@ out_free:
  * and count mismatches are decided there). */
 static nsp_status_t ca_step_exchange(void *arg)
 {
-    ca_level_t *L    = arg;
-    int         left = 0;
+    ca_level_t *L = arg;
 
-    for (int k = 0; k < L->ntp; ++k) {
-        nsp_status_t st;
-        if (L->tp_reqs[k] == NULL) {
-            continue;
-        }
-        st = nsp_request_test(L->tp_reqs[k]);
-        L->op->progress += L->tp_reqs[k]->progress - L->tp_seen[k];
-        L->tp_seen[k]    = L->tp_reqs[k]->progress;
-        if (st == NSP_INPROGRESS) {
-            L->op->idle &= L->tp_reqs[k]->idle;
-            ++left;
-            continue;
-        }
-        if (st < 0) {
-            return st;
-        }
-        nsp_request_free(L->tp_reqs[k]);
-        L->tp_reqs[k] = NULL;
-        L->op->progress++;
-    }
-    return left > 0 ? NSP_INPROGRESS : NSP_OK;
+    return nsp_a2a_tps_test(&L->tps, &L->op->progress, &L->op->idle);
 }
 
 /* Step 2 of a level (the only one of level 0): its device work ran. */
@@ -399,16 +346,9 @@ static nsp_status_t ca_step_event(void *arg)
 
 static nsp_status_t ca_level_test(nsp_request_t *req)
 {
-    ca_level_t *L  = (ca_level_t *)req;
-    ca_op_t    *op = L->op;
-    int         advanced = 0;
+    ca_level_t *L = (ca_level_t *)req;
 
-    op->idle = 1;
-    NSP_CHECK(nsp_levels_progress(op->queues, &advanced));
-    op->progress += (uint64_t)advanced;
-    req->progress = op->progress;
-    req->idle     = op->idle && advanced == 0;
-    return nsp_levels_status(op->queues, L->level);
+    return nsp_a2a_queues_test(L->op->queues, L->level, &L->op->progress, &L->op->idle, req);
 }
 
 static void ca_level_describe(const nsp_request_t *req, char *buf, size_t len)
@@ -443,28 +383,12 @@ static const nsp_request_ops_t ca_level_req_ops = {
 
 /* ---- post ------------------------------------------------------------------ */
 
-static nsp_status_t ca_check_params(const nsp_layout_t *layout, const nsp_a2a_params_t *p,
-                                    const nsp_layout_info_t *info, int64_t head_rows)
+/* The all-to-all of this path runs whole Ulysses groups only. */
+static nsp_status_t ca_check_levels(const nsp_layout_t *layout, const nsp_layout_info_t *info)
 {
-    size_t es = p->elem_size;
-
-    if (es != 1 && es != 2 && es != 4 && es != 8) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "%s: elem_size %zu is not 1, 2, 4 or 8 bytes",
-                         CA_WHAT, es);
-    }
-    if (p->heads < 1 || p->head_dim < 1 ||
-        (p->direction != NSP_A2A_SEQ_TO_HEAD && p->direction != NSP_A2A_HEAD_TO_SEQ)) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "%s: heads %d, head_dim %d or direction %d "
-                         "invalid", CA_WHAT, p->heads, p->head_dim, (int)p->direction);
-    }
-    if ((p->field_mask & NSP_A2A_FIELD_REPLICAS) && p->replicas == NSP_A2A_REPLICAS_SUM_F32 &&
-        es != 4) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "%s: REPLICAS_SUM_F32 needs float32 elements, "
-                         "elem_size is %zu", CA_WHAT, es);
-    }
-    if ((info->local_tokens > 0 || head_rows > 0) && (p->src == NULL || p->dst == NULL)) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "%s: NULL src or dst for %lld tokens", CA_WHAT,
-                         (long long)info->local_tokens);
+    if (info->nlevels > NSP_TREE_MAX_LEVELS) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: %d levels (at most %d)", CA_WHAT,
+                         info->nlevels, NSP_TREE_MAX_LEVELS);
     }
     for (int l = 1; l < info->nlevels; ++l) {
         nsp_layout_level_t lv;
@@ -475,27 +399,6 @@ static nsp_status_t ca_check_params(const nsp_layout_t *layout, const nsp_a2a_pa
                              CA_WHAT, lv.degree, lv.rank0, lv.ring);
         }
     }
-    return NSP_OK;
-}
-
-/* The communicator of a level: the tree's group of that degree when it is
- * the same group, else pairwise over the world (as the host path). */
-static nsp_status_t ca_choose_comm(nsp_tree_t *tree, ca_level_t *L, nsp_tp_comm_t *world)
-{
-    int nl = 0;
-
-    NSP_CHECK(nsp_tree_nlevels(tree, &nl));
-    for (int t = 0; t < nl; ++t) {
-        int degree = 0, rank0 = -1;
-        NSP_CHECK(nsp_tree_degree(tree, t, &degree));
-        NSP_CHECK(nsp_tree_group(tree, t, &rank0, NULL));
-        if (degree == L->lv.degree && rank0 == L->lv.rank0) {
-            L->pairwise = 0;
-            return nsp_tree_level_tp(tree, t, &L->tp);
-        }
-    }
-    L->pairwise = 1;
-    L->tp       = world;
     return NSP_OK;
 }
 
@@ -528,22 +431,15 @@ static nsp_status_t ca_level_setup(nsp_tree_t *tree, const nsp_layout_t *layout,
     NSP_CHECK(nsp_layout_level_view(layout, l, &L->view));
     NSP_CHECK(nsp_layout_heads(layout, l, op->heads, &L->hs));
     d = L->lv.degree;
-    if (op->dir == NSP_A2A_SEQ_TO_HEAD) {
-        L->src = op->src + (size_t)L->lv.local_offset * (size_t)op->heads * op->row_bytes;
-        L->dst = op->dst + (size_t)L->hs.row_offset * op->row_bytes;
-    } else {
-        L->src = op->src + (size_t)L->hs.row_offset * op->row_bytes;
-        L->dst = op->dst + (size_t)L->lv.local_offset * (size_t)op->heads * op->row_bytes;
-    }
+    nsp_a2a_level_bufs(op->dir, op->src, op->dst, op->heads, op->row_bytes, &L->lv, &L->hs,
+                       &L->src, &L->dst);
     if (l == 0) {
         return NSP_OK;
     }
     L->dev = op->entry->levels[l];
-    NSP_CHECK(ca_choose_comm(tree, L, op->world));
-    L->sb      = calloc(4 * (size_t)d, sizeof(size_t));
-    L->tp_reqs = calloc((size_t)d, sizeof(*L->tp_reqs));
-    L->tp_seen = calloc((size_t)d, sizeof(*L->tp_seen));
-    if (L->sb == NULL || L->tp_reqs == NULL || L->tp_seen == NULL) {
+    NSP_CHECK(nsp_a2a_level_comm(tree, &L->lv, op->world, &L->tp, &L->pairwise));
+    L->sb = calloc(4 * (size_t)d, sizeof(size_t));
+    if (nsp_a2a_tps_alloc(&L->tps, (size_t)d) != NSP_OK || L->sb == NULL) {
         return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate level %d", CA_WHAT, l);
     }
     L->sd = L->sb + d;
@@ -560,7 +456,7 @@ static nsp_status_t ca_level_setup(nsp_tree_t *tree, const nsp_layout_t *layout,
              "%zu B%s", CA_WHAT, op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d,
              L->lv.rank0, L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world"
                                                             : "tree group",
-             L->lv.nseqs, ca_sum(L->sb, d), ca_sum(L->rb, d), L->in_place ? ", in place" : "");
+             L->lv.nseqs, nsp_a2a_sum(L->sb, d), nsp_a2a_sum(L->rb, d), L->in_place ? ", in place" : "");
     NSP_CHECK(nsp_levels_push(op->queues, l, ca_step_exchange, L, "exchange"));
     return NSP_OK;
 }
@@ -592,65 +488,24 @@ static nsp_status_t ca_enqueue(ca_op_t *op, void *user_stream, int serial)
     return NSP_OK;
 }
 
-static nsp_status_t ca_agree(nsp_comm_t *world, const nsp_layout_info_t *info,
-                             const nsp_a2a_params_t *p)
-{
-    nsp_a2a_replicas_t rep = (p->field_mask & NSP_A2A_FIELD_REPLICAS) ? p->replicas
-                                                                      : NSP_A2A_REPLICAS_FIRST;
-    uint64_t           mine = nsp_a2a_check_hash(info->plan_hash, p->direction, p->heads,
-                                                 p->head_dim, p->elem_size, rep);
-    uint64_t          *all;
-    int                size = 0;
-    nsp_status_t       status;
-
-    NSP_CHECK(nsp_comm_size(world, &size));
-    all = malloc(sizeof(uint64_t) * (size_t)size);
-    if (all == NULL) {
-        return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate %d hashes", CA_WHAT, size);
-    }
-    NSP_CHECK_GOTO(nsp_comm_allgather(world, &mine, all, sizeof(mine)), status, out_free);
-    status = nsp_a2a_compare_hashes(all, size, "nested all-to-all");
-out_free:
-    free(all);
-    return status;
-}
-
 nsp_status_t nsp_a2a_post_cuda(nsp_tree_t *tree, const nsp_layout_t *layout,
                                const nsp_a2a_params_t *params, nsp_request_t **reqs)
 {
-    nsp_layout_info_t info;
-    nsp_comm_t       *world;
-    ca_op_t          *op;
-    int64_t           head_rows = 0;
-    int               rank = 0, size = 0, serial, check;
-    void             *user_stream;
-    nsp_status_t      status;
+    nsp_a2a_prep_t prep;
+    ca_op_t       *op;
+    int            nlevels;
+    void          *user_stream;
+    nsp_status_t   status;
 
-    if (tree == NULL || layout == NULL || params == NULL || reqs == NULL) {
+    if (reqs == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_post: NULL tree, layout, params or "
                          "requests");
     }
-    NSP_CHECK(nsp_layout_query(layout, &info));
-    NSP_CHECK(nsp_layout_head_rows(layout, params->heads, &head_rows));
-    NSP_CHECK(ca_check_params(layout, params, &info, head_rows));
-    NSP_CHECK(nsp_tree_world(tree, &world));
-    NSP_CHECK(nsp_comm_rank(world, &rank));
-    NSP_CHECK(nsp_comm_size(world, &size));
-    if (info.rank != rank || info.ranks != size) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "%s: the layout is for rank %d of %d, but this "
-                         "is rank %d of a world of %d", CA_WHAT, info.rank, info.ranks, rank,
-                         size);
-    }
-    if (info.nlevels > NSP_TREE_MAX_LEVELS) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "%s: %d levels (at most %d)", CA_WHAT,
-                         info.nlevels, NSP_TREE_MAX_LEVELS);
-    }
-    serial      = (params->field_mask & NSP_A2A_FIELD_SERIAL) ? params->serial : 0;
-    check       = (params->field_mask & NSP_A2A_FIELD_CHECK) ? params->check : 1;
+    NSP_CHECK(nsp_a2a_prepare(tree, layout, params, CA_WHAT, &prep));
+    NSP_CHECK(ca_check_levels(layout, &prep.info));
+    nlevels     = prep.info.nlevels;
     user_stream = (params->field_mask & NSP_A2A_FIELD_STREAM) ? params->stream : NULL;
-    if (check) {
-        NSP_CHECK(ca_agree(world, &info, params));
-    }
+    NSP_CHECK(nsp_a2a_agree(&prep, params, "nested all-to-all"));
     NSP_CHECK(ca_setup());
 
     op = calloc(1, sizeof(*op));
@@ -658,34 +513,33 @@ nsp_status_t nsp_a2a_post_cuda(nsp_tree_t *tree, const nsp_layout_t *layout,
         return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate", CA_WHAT);
     }
     ++ca.ops_live;
-    op->world     = nsp_comm_tp(world);
-    op->nlevels   = info.nlevels;
+    op->world     = nsp_comm_tp(prep.world);
+    op->nlevels   = nlevels;
     op->dir       = params->direction;
     op->heads     = params->heads;
     op->row_bytes = (size_t)params->head_dim * params->elem_size;
-    op->replicas  = (params->field_mask & NSP_A2A_FIELD_REPLICAS) ? params->replicas
-                                                                  : NSP_A2A_REPLICAS_FIRST;
+    op->replicas  = prep.replicas;
     op->post_seq  = ca.post_count++;
     op->src       = params->src;
     op->dst       = params->dst;
-    op->levels    = calloc((size_t)info.nlevels, sizeof(*op->levels));
+    op->levels    = calloc((size_t)nlevels, sizeof(*op->levels));
     if (op->levels == NULL) {
         status = nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate %d levels", CA_WHAT,
-                           info.nlevels);
+                           nlevels);
         goto err_destroy_op;
     }
-    NSP_CHECK_GOTO(ca_tables(layout, &info, &op->entry), status, err_destroy_op);
+    NSP_CHECK_GOTO(ca_tables(layout, &prep.info, &op->entry), status, err_destroy_op);
     ++op->entry->live;
-    NSP_CHECK_GOTO(nsp_levels_create(info.nlevels, 2,
-                                     serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
+    NSP_CHECK_GOTO(nsp_levels_create(nlevels, 2,
+                                     prep.serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
                                      &op->queues),
                    status, err_destroy_op);
-    for (int l = 0; l < info.nlevels; ++l) {
+    for (int l = 0; l < nlevels; ++l) {
         NSP_CHECK_GOTO(ca_level_setup(tree, layout, op, l), status, err_destroy_op);
     }
-    NSP_CHECK_GOTO(ca_enqueue(op, user_stream, serial), status, err_destroy_op);
-    op->live = info.nlevels;
-    for (int l = 0; l < info.nlevels; ++l) {
+    NSP_CHECK_GOTO(ca_enqueue(op, user_stream, prep.serial), status, err_destroy_op);
+    op->live = nlevels;
+    for (int l = 0; l < nlevels; ++l) {
         reqs[l] = &op->levels[l].req;
     }
     return NSP_OK;

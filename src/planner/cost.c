@@ -151,8 +151,13 @@ double nsp_cost_act_bytes(const nsp_cost_t *cost, int recompute)
 
 int nsp_cost_degree_valid(const nsp_cost_t *cost, int d)
 {
-    return d >= 1 && d <= cost->cluster.ranks && d <= cost->model.q_heads &&
-           cost->model.q_heads % d == 0;
+    const int nq = cost->model.q_heads, nkv = cost->model.kv_heads;
+
+    /* The executor shards the KV heads over the d ranks as well: n_kv a
+     * multiple of d, or d a multiple of n_kv (KV heads replicated: the
+     * max(n_kv, d) of the all-to-all bytes). */
+    return d >= 1 && d <= cost->cluster.ranks && d <= nq && nq % d == 0 &&
+           (nkv % d == 0 || d % nkv == 0);
 }
 
 double nsp_cost_rank_time(const nsp_cost_t *cost, double comp_s, double k_pipe_s,

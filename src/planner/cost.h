@@ -74,7 +74,8 @@ double nsp_cost_ep_time(const nsp_cost_t *cost, double tokens);
 /** Activation bytes per token held by a rank (kept or recomputed). */
 double nsp_cost_act_bytes(const nsp_cost_t *cost, int recompute);
 
-/** Is d a valid Ulysses degree: 1 <= d <= ranks, d <= n_q and n_q % d == 0. */
+/** Is d a valid Ulysses degree: 1 <= d <= ranks, d <= n_q, n_q % d == 0, and
+ *  the KV heads shard over d ranks (n_kv % d == 0 or d % n_kv == 0). */
 int nsp_cost_degree_valid(const nsp_cost_t *cost, int d);
 
 /* ---- Ulysses x ring groups (docs/cost-model.md) ---------------------------

@@ -145,8 +145,9 @@ static nsp_status_t resolve_levels(const nsp_planner_params_t *p, nsp_planner_in
             }
         } else if (!nsp_cost_degree_valid(cost, d)) {
             return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees[%d]=%d is not a valid "
-                             "degree: it must divide q_heads=%d and be <= ranks=%d%s", l, d,
-                             cost->model.q_heads, cost->cluster.ranks,
+                             "degree: it must divide q_heads=%d, divide kv_heads=%d or be a "
+                             "multiple of it, and be <= ranks=%d%s", l, d,
+                             cost->model.q_heads, cost->model.kv_heads, cost->cluster.ranks,
                              in->enable_ring ? " (the disjoint planner uses Ulysses degrees "
                              "only)" : "");
         }
@@ -182,8 +183,9 @@ static nsp_status_t resolve_params(const nsp_planner_params_t *p, nsp_planner_in
             !(in->enable_ring && d > cost->max_degree && d <= cost->cluster.ranks &&
               cost->cluster.ranks % d == 0)) {
             return nsp_error(NSP_ERR_INVALID_ARG, "params.static_degree=%d is not a valid "
-                             "degree: it must divide q_heads=%d and be <= ranks=%d%s", d,
-                             cost->model.q_heads, cost->cluster.ranks,
+                             "degree: it must divide q_heads=%d, divide kv_heads=%d or be a "
+                             "multiple of it, and be <= ranks=%d%s", d,
+                             cost->model.q_heads, cost->model.kv_heads, cost->cluster.ranks,
                              in->enable_ring ? ", or (with rings) be above the largest "
                              "Ulysses degree and divide the ranks" : "");
         }

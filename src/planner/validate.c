@@ -66,9 +66,10 @@ static nsp_status_t check_group(const nsp_cost_t *cost, const nsp_plan_t *plan, 
     if (!nsp_cost_degree_valid(cost, grp->size / ring)) {
         return nsp_error(NSP_ERR_INVALID_ARG, "invalid plan: round %d group %d (ranks [%d, %d)): "
                          "Ulysses degree %d (size %d / ring %d) is not valid for model %s: it "
-                         "must divide q_heads=%d", r, g, grp->rank0, grp->rank0 + grp->size,
-                         grp->size / ring, grp->size, ring, plan->model.name,
-                         plan->model.q_heads);
+                         "must divide q_heads=%d, and divide kv_heads=%d or be a multiple of "
+                         "it", r, g, grp->rank0, grp->rank0 + grp->size, grp->size / ring,
+                         grp->size, ring, plan->model.name, plan->model.q_heads,
+                         plan->model.kv_heads);
     }
     if ((grp->recompute != 0 && grp->recompute != 1) ||
         (grp->pipelined != 0 && grp->pipelined != 1)) {

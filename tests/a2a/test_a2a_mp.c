@@ -218,30 +218,16 @@ out:
 
 static int setup(rank_ctx_t *c, const mp_case_t *mc, int rank, int nranks)
 {
-    nsp_config_t cfg = NSP_CONFIG_INITIALIZER;
-    int          degrees[2] = {1, nranks};
-
     memset(c, 0, sizeof(*c));
     c->rank   = rank;
     c->nranks = nranks;
-    cfg.timeout_s = mc->timeout_s;
-    if (nsp_comm_init_rank(&c->comm, nranks, mc->id, rank, &cfg) != NSP_OK) {
-        mp_note("init: %s", nsp_last_error());
-        return -1;
-    }
-    if (nsp_tree_create(c->comm, mc->kind == CASE_SPARSE_TREE ? degrees : NULL,
-                        mc->kind == CASE_SPARSE_TREE ? 2 : 0, &c->tree) != NSP_OK) {
-        mp_note("tree: %s", nsp_last_error());
-        return -1;
-    }
-    return 0;
+    return mp_comm_tree(&mc->id, rank, nranks, mc->timeout_s, mc->kind == CASE_SPARSE_TREE,
+                        &c->comm, &c->tree);
 }
 
 static void teardown(rank_ctx_t *c)
 {
-    nsp_tree_destroy(c->tree);
-    nsp_comm_destroy(c->comm);
-    nsp_a2a_release_cache();
+    mp_comm_tree_free(c->comm, c->tree);
 }
 
 static nsp_plan_t *case_plan(const mp_case_t *mc, int p, int nranks, a2a_plan_opts_t *o,

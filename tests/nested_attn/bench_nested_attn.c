@@ -99,15 +99,11 @@ static int rank_bench(int rank, int nranks, void *arg)
     bench_t                 *b = arg;
     nsp_comm_t              *comm = NULL;
     nsp_tree_t              *tree = NULL;
-    nsp_config_t             cfg = NSP_CONFIG_INITIALIZER;
     round_t                  rd[MAX_ROUNDS];
     int                      nr = b->plan->nrounds, rc = 1;
 
     memset(rd, 0, sizeof(rd));
-    cfg.timeout_s = 120;
-    if (nsp_comm_init_rank(&comm, nranks, b->id, rank, &cfg) != NSP_OK ||
-        nsp_tree_create(comm, NULL, 0, &tree) != NSP_OK) {
-        mp_note("setup: %s", nsp_last_error());
+    if (mp_comm_tree(&b->id, rank, nranks, 120.0, 0, &comm, &tree) != 0) {
         goto out;
     }
     for (int r = 0; r < nr; ++r) {
@@ -152,9 +148,7 @@ out:
     for (int r = 0; r < nr; ++r) {
         round_free(&rd[r]);
     }
-    nsp_tree_destroy(tree);
-    nsp_comm_destroy(comm);
-    nsp_a2a_release_cache();
+    mp_comm_tree_free(comm, tree);
     return rc;
 }
 

@@ -16,6 +16,8 @@
  * uneven lengths, sequences shorter than their degree, skipped levels, one
  * or two rounds); plans of the three planners with a framework kernel
  * callback (the reference behind a wrapper that checks what it is given);
+ * plans of the static and nested planners with rings allowed (enable_ring),
+ * each batch with a sequence only a degree-8 u 4 x r 2 group can hold;
  * ring and Ulysses x ring groups (u = 1, 2, 4; r = 2, 4, 8) with replicated
  * KV heads, causal and without a mask; rings and all-to-alls on a tree that
  * lacks their degrees (over the world); a level that cannot shard the heads
@@ -37,7 +39,7 @@
 #define NT_MAX_PLANS 6
 
 enum { V_ERR_O = 0, V_ERR_LSE, V_ERR_DQ, V_ERR_DK, V_ERR_DV, V_DIFF_AB, V_ROUNDS, V_KCALLS,
-       V_KBAD, V_RING_BYTES };
+       V_KBAD, V_RING_BYTES, V_RING_LEVELS, V_RING_TOP };
 
 typedef struct nt_case {
     nsp_unique_id_t   id;
@@ -50,6 +52,8 @@ typedef struct nt_case {
     int               error_case;    /* expect create to fail on every rank */
     double            timeout_s;
     double            ring_bytes;    /* out: bytes all ranks sent around rings */
+    double            ring_levels;   /* out: (rank, round, level)s run with ring > 1 */
+    double            ring_top;      /* out: largest degree of those levels */
 } nt_case_t;
 
 #define FAIL(...)             \
@@ -124,6 +128,7 @@ typedef struct rank_ctx {
     int         rank, nranks;
     double      err[5];
     double      diff_ab, rounds, ring_bytes;
+    double      ring_levels, ring_top; /* levels run with ring > 1; their largest degree */
     check_kernel_t ck;
 } rank_ctx_t;
 
@@ -274,6 +279,10 @@ static int run_round(rank_ctx_t *c, const nt_case_t *mc, int p, int round)
     }
     for (int l = 0; l < st.nlevels; ++l) {
         c->ring_bytes += (double)st.level[l].ring_bytes;
+        if (st.level[l].ring > 1) {
+            c->ring_levels += 1;
+            c->ring_top = st.level[l].degree > c->ring_top ? st.level[l].degree : c->ring_top;
+        }
     }
     if (nsp_nested_attn_fwd(attn[1], b.q, b.k, b.v, b.o[1], b.lse[1], NULL, NULL) != NSP_OK ||
         nsp_nested_attn_bwd(attn[1], NULL, b.q, b.k, b.v, b.o[1], b.lse[1], b.dout, b.dq[1],
@@ -299,30 +308,16 @@ out:
 
 static int setup(rank_ctx_t *c, const nt_case_t *mc, int rank, int nranks)
 {
-    nsp_config_t cfg = NSP_CONFIG_INITIALIZER;
-    int          degrees[2] = {1, nranks};
-
     memset(c, 0, sizeof(*c));
     c->rank   = rank;
     c->nranks = nranks;
-    cfg.timeout_s = mc->timeout_s;
-    if (nsp_comm_init_rank(&c->comm, nranks, mc->id, rank, &cfg) != NSP_OK) {
-        mp_note("init: %s", nsp_last_error());
-        return -1;
-    }
-    if (nsp_tree_create(c->comm, mc->sparse_tree ? degrees : NULL, mc->sparse_tree ? 2 : 0,
-                        &c->tree) != NSP_OK) {
-        mp_note("tree: %s", nsp_last_error());
-        return -1;
-    }
-    return 0;
+    return mp_comm_tree(&mc->id, rank, nranks, mc->timeout_s, mc->sparse_tree, &c->comm,
+                        &c->tree);
 }
 
 static void teardown(rank_ctx_t *c)
 {
-    nsp_tree_destroy(c->tree);
-    nsp_comm_destroy(c->comm);
-    nsp_a2a_release_cache();
+    mp_comm_tree_free(c->comm, c->tree);
 }
 
 static int rank_main(int rank, int nranks, void *arg)
@@ -351,6 +346,8 @@ out:
     mp_set_value(V_KCALLS, c.ck.calls);
     mp_set_value(V_KBAD, c.ck.bad);
     mp_set_value(V_RING_BYTES, c.ring_bytes);
+    mp_set_value(V_RING_LEVELS, c.ring_levels);
+    mp_set_value(V_RING_TOP, c.ring_top);
     teardown(&c);
     return rc;
 }
@@ -453,6 +450,7 @@ static void run_case(int nranks, nt_case_t *mc, const char *what)
 {
     mp_result_t res;
     double      err[5] = {0}, ab = 0, rounds = 0, kcalls = 0, kbad = 0, ring = 0;
+    double      ring_levels = 0, ring_top = 0;
 
     mc->timeout_s = 30.0;
     fflush(stdout);
@@ -467,6 +465,9 @@ static void run_case(int nranks, nt_case_t *mc, const char *what)
         kcalls += res.rank[r].value[V_KCALLS];
         kbad += res.rank[r].value[V_KBAD];
         ring += res.rank[r].value[V_RING_BYTES];
+        ring_levels += res.rank[r].value[V_RING_LEVELS];
+        ring_top = res.rank[r].value[V_RING_TOP] > ring_top ? res.rank[r].value[V_RING_TOP]
+                                                             : ring_top;
     }
     if (!tap_ok(mp_all_ok(&res), "%d ranks, %s (%.1f s)", nranks, what, res.elapsed_s)) {
         mp_diag(&res);
@@ -489,7 +490,9 @@ static void run_case(int nranks, nt_case_t *mc, const char *what)
         tap_ok(kcalls > 0 && kbad == 0, "%d ranks, %s: the framework kernel was called %.0f "
                "times, every batch well formed (%.0f bad)", nranks, what, kcalls, kbad);
     }
-    mc->ring_bytes = ring;
+    mc->ring_bytes  = ring;
+    mc->ring_levels = ring_levels;
+    mc->ring_top    = ring_top;
 }
 
 static uint64_t case_seed(int nranks, int kind)
@@ -651,6 +654,101 @@ static void case_ring(int nranks, int sparse)
     case_free(&mc);
 }
 
+/*
+ * The static and nested planners with rings allowed (enable_ring) on 8
+ * ranks: n_q 4 caps Ulysses at degree 4, and the memory per rank holds the
+ * long sequence of each batch only at degree 8 = u 4 x r 2. Per token a rank
+ * holds (docs/cost-model.md; L 4, h 64, f 128, b 2): kept a_tok = 4 * 2 *
+ * (5h + (n_q + 2 n_kv) d_h + 3f) = 6656 B; recomputed L h b + a_tok / L =
+ * 2176 B; ring buffers at u 4 add 5 u 2 kvh(4) d_h b = 1280 B. So
+ * RP_LONG tokens need 870400 B at degree 4 (recomputed), 691200 B at degree
+ * 8 (recomputed, with the ring buffers): RP_ACT_BYTES lies between, with
+ * room beside it for the short sequences. ranks_per_node 4 and a slower
+ * inter-node rate keep those below degree 8 in the nested plans, so a ring
+ * level runs in one round with Ulysses levels and level 0.
+ */
+#define RP_LONG      1600
+#define RP_ACT_BYTES 830000.0
+#define RP_TAIL      600 /* the other sequences: long-tailed up to this */
+#define RP_BATCHES   2
+
+static void ring_planner_inputs(nsp_model_t *model, nsp_cluster_t *cluster)
+{
+    nt_model(4, 2, 16, model);
+    model->layers = 4;
+    nt_cluster(8, cluster);
+    cluster->ranks_per_node  = 4;
+    cluster->workspace_bytes = 1e6;
+    cluster->mem_bytes  = 16.0 * model->params / 8 + cluster->workspace_bytes + RP_ACT_BYTES;
+    cluster->gemm_flops = 2e11;
+    cluster->attn_flops = 2e11;
+    cluster->bw_inter   = 2e9;
+    cluster->lat_inter  = 1e-4;
+}
+
+/* The group holding sequence `seq` in `plan` has degree 8 and ring 2. */
+static int long_at_ring_8(const nsp_plan_t *plan, int seq)
+{
+    for (int r = 0; r < plan->nrounds; ++r) {
+        for (int g = 0; g < plan->rounds[r].ngroups; ++g) {
+            const nsp_plan_group_t *grp = &plan->rounds[r].groups[g];
+            for (int i = 0; i < grp->nseqs; ++i) {
+                if (grp->seqs[i] == seq) {
+                    return grp->size == 8 && grp->ring == 2;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static void case_ring_planners(void)
+{
+    nt_case_t     mc;
+    nsp_model_t   model;
+    nsp_cluster_t cluster;
+    uint64_t      rng = case_seed(8, 5);
+    int           shaped = 0;
+
+    memset(&mc, 0, sizeof(mc));
+    ring_planner_inputs(&model, &cluster);
+    for (int b = 0; b < RP_BATCHES; ++b) {
+        int64_t lens[14];
+        int     n = 14, longest = (int)nt_range(&rng, 0, n - 1);
+        for (int i = 0; i < n; ++i) {
+            lens[i] = i == longest ? RP_LONG : nt_long_tailed(&rng, RP_TAIL);
+        }
+        for (int k = 0; k < 2; ++k) {
+            nsp_planner_params_t pp;
+            nsp_plan_t          *plan = NULL;
+            memset(&pp, 0, sizeof(pp));
+            pp.kind        = k == 0 ? NSP_PLANNER_STATIC : NSP_PLANNER_NESTED;
+            pp.field_mask  = NSP_PLANNER_FIELD_ENABLE_RING;
+            pp.enable_ring = 1;
+            if (nsp_plan_create(&model, &cluster, lens, n, &pp, &plan) != NSP_OK) {
+                tap_diag("batch %d, %s planner: %s", b, k ? "nested" : "static",
+                         nsp_last_error());
+                plan = NULL;
+            }
+            shaped += plan != NULL && long_at_ring_8(plan, longest);
+            if (case_add(&mc, plan, 4, 2, 16, nt_rand(&rng)) != 0) {
+                tap_ok(0, "8 ranks: planners with rings: setup");
+                case_free(&mc);
+                return;
+            }
+        }
+    }
+    tap_ok(shaped == 2 * RP_BATCHES, "8 ranks, planners with rings: the long sequence of "
+           "every batch planned at degree 8 = u 4 x r 2 (%d of %d plans)", shaped,
+           2 * RP_BATCHES);
+    run_case(8, &mc, "static and nested plans with rings (enable_ring), n_q 4, long-tailed "
+             "batches");
+    tap_ok(mc.ring_levels > 0 && mc.ring_top == 8 && mc.ring_bytes > 0,
+           "8 ranks, planners with rings: %.0f rank-levels ran a ring group (largest degree "
+           "%.0f), %.0f bytes around the rings", mc.ring_levels, mc.ring_top, mc.ring_bytes);
+    case_free(&mc);
+}
+
 static void case_errors(int nranks)
 {
     nt_case_t     mc;
@@ -693,6 +791,7 @@ int main(int argc, char **argv)
         case_ring(n, 0);
         if (n == 8) {
             case_ring(n, 1);
+            case_ring_planners();
         }
         if (n >= 4) {
             case_errors(n);

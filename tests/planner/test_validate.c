@@ -182,10 +182,11 @@ static void test_shapes(void)
     nsp_cluster_t        c12;
     nsp_plan_t          *plan;
 
-    /* Degrees 4 and 6 (both divide 12 heads) align but cross: [0, 6) and [4, 8). */
+    /* Degrees 4 and 6 (both divide 12 query heads and are multiples of 2 KV
+     * heads) align but cross: [0, 6) and [4, 8). */
     nsp_model_preset("llama3-8b", &m12);
     m12.q_heads = 12;
-    m12.kv_heads = 4;
+    m12.kv_heads = 2;
     nsp_cluster_preset("h100", 64, &c12);
     c12.ranks = 12;
     c12.ranks_per_node = 4;
@@ -193,6 +194,22 @@ static void test_shapes(void)
         const nsp_group_desc_t g[] = {{0, 0, 6, 0, 1, 1}, {0, 4, 4, 0, 1, 1}};
         plan = explicit_plan("nested", &m12, &c12, g, 2, lens, two, 3);
         expect_invalid(plan, "overlap without nesting", "crossing nested groups");
+        nsp_plan_free(plan);
+    }
+    {
+        /* With 4 KV heads, Ulysses degree 6 (alone, or 12 = 6 x ring 2) still
+         * divides 12 query heads but cannot shard the KV heads: 6 is neither a
+         * divisor nor a multiple of 4, so no rank could run the group. */
+        const nsp_group_desc_t g6[] = {{0, 0, 6, 0, 1, 1}, {0, 6, 6, 0, 1, 1}};
+        const nsp_group_desc_t g12[] = {{0, 0, 12, 0, 1, 2}, {0, 0, 4, 0, 1, 1}};
+        nsp_model_t            m12kv4 = m12;
+        m12kv4.kv_heads = 4;
+        plan = explicit_plan("static", &m12kv4, &c12, g6, 2, lens, two, 3);
+        expect_invalid(plan, "kv_heads=4", "a Ulysses degree that cannot shard the KV heads");
+        nsp_plan_free(plan);
+        plan = explicit_plan("nested", &m12kv4, &c12, g12, 2, lens, two, 3);
+        expect_invalid(plan, "kv_heads=4", "a ring group whose Ulysses degree cannot shard "
+                       "the KV heads");
         nsp_plan_free(plan);
     }
     {

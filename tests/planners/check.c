@@ -74,13 +74,15 @@ static int fail(char *why, size_t len, const char *fmt, ...)
 }
 
 /* A group of d ranks with ring degree `ring`: d = u * ring, u a Ulysses
- * degree (u <= n_q, n_q % u == 0); ring 1 is DESIGN §5.1's d | n_q. */
+ * degree (u <= n_q, n_q % u == 0, and the KV heads shard over u ranks:
+ * n_kv % u == 0 or u % n_kv == 0); ring 1 is DESIGN §5.1's d | n_q. */
 static int degree_ok(const nsp_plan_t *p, int d, int ring)
 {
     const int u = ring >= 1 ? d / ring : 0;
 
     return d >= 1 && d <= p->cluster.ranks && ring >= 1 && d % ring == 0 &&
-           u <= p->model.q_heads && p->model.q_heads % u == 0;
+           u <= p->model.q_heads && p->model.q_heads % u == 0 &&
+           (p->model.kv_heads % u == 0 || u % p->model.kv_heads == 0);
 }
 
 /* docs/cost-model.md: a ring rank holds 5 KV blocks of u times its tokens,

@@ -54,12 +54,20 @@ static int plan_one(const nsp_model_t *m, const nsp_cluster_t *c, const int64_t 
     return nsp_plan_create(m, c, lens, n, &p, plan) == NSP_OK;
 }
 
+/* u ranks can shard the heads: u divides n_q, and divides n_kv or is a
+ * multiple of it (KV heads replicated). */
+static int ulysses_ok(const nsp_model_t *m, int u)
+{
+    return u >= 1 && u <= m->q_heads && m->q_heads % u == 0 &&
+           (m->kv_heads % u == 0 || u % m->kv_heads == 0);
+}
+
 /* Every ring group has the planners' shape: u = d / r the largest Ulysses
  * degree <= G dividing d (docs/cost-model.md section 5); r = 1 at or below
  * the head count. Returns the largest group size of the plan in *top. */
 static int ring_shapes_ok(const nsp_plan_t *p, int *top)
 {
-    const int nq = p->model.q_heads, G = p->cluster.ranks_per_node;
+    const int G = p->cluster.ranks_per_node;
 
     *top = 0;
     for (int r = 0; r < p->nrounds; ++r) {
@@ -67,14 +75,14 @@ static int ring_shapes_ok(const nsp_plan_t *p, int *top)
             const nsp_plan_group_t *grp = &p->rounds[r].groups[g];
             int                     u = 1;
             *top = grp->size > *top ? grp->size : *top;
-            if (grp->size <= nq && nq % grp->size == 0) {
+            if (ulysses_ok(&p->model, grp->size)) {
                 if (grp->ring != 1) {
                     return 0;
                 }
                 continue;
             }
             for (int v = 1; v <= G && v <= grp->size; ++v) {
-                if (grp->size % v == 0 && v <= nq && nq % v == 0) {
+                if (grp->size % v == 0 && ulysses_ok(&p->model, v)) {
                     u = v;
                 }
             }
@@ -338,6 +346,44 @@ static void test_only_rings_hold_it(void)
     }
 }
 
+/* 12 query and 4 KV heads on 24 ranks, 8 per node: degrees 3 and 6 divide
+ * the query heads but cannot shard the KV heads, so no plan may use them as
+ * a Ulysses degree; above 12 the ring groups are 4 x r (24 = 4 x 6). */
+static void test_kv_heads_shard(void)
+{
+    const int64_t lens[5] = {400000, 60000, 9000, 3000, 500};
+    nsp_model_t   m;
+    nsp_cluster_t c;
+    char          why[256];
+
+    nsp_model_preset("llama3-8b", &m);
+    m.q_heads  = 12;
+    m.kv_heads = 4;
+    nsp_cluster_preset("h100", 24, &c);
+    c.ranks_per_node = 8;
+    for (int kind = 0; kind < 3; kind += 2) {
+        for (int ring = 0; ring < 2; ++ring) {
+            nsp_plan_t *p = NULL;
+            int         ok = plan_one(&m, &c, lens, 5, (nsp_planner_kind_t)kind, ring, &p);
+            int         top = 0, rings = 0;
+            for (int r = 0; ok && r < p->nrounds; ++r) {
+                for (int g = 0; g < p->rounds[r].ngroups; ++g) {
+                    const nsp_plan_group_t *grp = &p->rounds[r].groups[g];
+                    ok &= ulysses_ok(&m, grp->size / grp->ring);
+                    top = grp->size > top ? grp->size : top;
+                    rings += grp->ring > 1;
+                }
+            }
+            ok = ok && ring_shapes_ok(p, &top) && pc_check_plan(p, kind == 0, why, sizeof(why)) &&
+                 nsp_plan_validate(p) == NSP_OK && (!ring || (top == 24 && rings > 0));
+            tap_ok(ok, "n_q 12, n_kv 4: %s %s rings: every Ulysses degree shards both head "
+                   "counts (largest group %d)", kind == 0 ? "static" : "nested",
+                   ring ? "with" : "without", top);
+            nsp_plan_free(p);
+        }
+    }
+}
+
 static void test_params(void)
 {
     const int64_t        lens[4] = {1048576, 300000, 5000, 100};
@@ -443,6 +489,7 @@ int main(int argc, char **argv)
            "batches, and nested is faster with rings in %d", t.ring_used, seeds, t.faster);
     test_million_tokens();
     test_only_rings_hold_it();
+    test_kv_heads_shard();
     test_params();
     return tap_done();
 }
