@@ -14,6 +14,7 @@
 #include "demo.h"
 
 #include "common/log.h"
+#include "svg.h"
 
 #include <errno.h>
 #include <math.h>
@@ -33,77 +34,40 @@ static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"
 #define NPALETTE (sizeof(palette) / sizeof(palette[0]))
 #define REST_COLOR "#b0b0b0"
 
-static void lighten(const char *hex, double t, char out[8])
-{
-    unsigned r, g, b;
-
-    sscanf(hex + 1, "%2x%2x%2x", &r, &g, &b);
-    r = (unsigned)(r + (255 - r) * t + 0.5);
-    g = (unsigned)(g + (255 - g) * t + 0.5);
-    b = (unsigned)(b + (255 - b) * t + 0.5);
-    snprintf(out, 8, "#%02x%02x%02x", r & 0xff, g & 0xff, b & 0xff);
-}
-
-static double tick_step(double top)
-{
-    double raw = top / 5.0, mag = pow(10.0, floor(log10(raw)));
-
-    return raw <= mag ? mag : raw <= 2 * mag ? 2 * mag : raw <= 5 * mag ? 5 * mag : 10 * mag;
-}
-
-typedef struct box {
-    double x0, y0, w, h, ymax;
-    int    ranks;
-} box_t;
-
-static double bx(const box_t *b, double rank)
-{
-    return b->x0 + b->w * rank / b->ranks;
-}
-
-static double by(const box_t *b, double s)
-{
-    return b->y0 + b->h - b->h * s / b->ymax;
-}
-
-static void rect(FILE *f, const box_t *b, int rank, double lo, double hi, const char *color)
+static void rect(FILE *f, const svg_frame_t *b, int rank, double lo, double hi,
+                 const char *color)
 {
     if (hi - lo <= 0) {
         return;
     }
     fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n",
-            bx(b, rank) + 1, by(b, hi), bx(b, rank + 1) - bx(b, rank) - 2, by(b, lo) - by(b, hi),
-            color);
+            svg_x(b, rank) + 1, svg_y(b, hi), svg_x(b, rank + 1) - svg_x(b, rank) - 2,
+            svg_y(b, lo) - svg_y(b, hi), color);
 }
 
-static void hline(FILE *f, const box_t *b, double s, const char *color, const char *dash)
+static void hline(FILE *f, const svg_frame_t *b, double s, const char *color, const char *dash)
 {
     fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" "
-            "stroke-width=\"1.5\"%s/>\n", b->x0, by(b, s), b->x0 + b->w, by(b, s), color, dash);
+            "stroke-width=\"1.5\"%s/>\n", b->x0, svg_y(b, s), b->x0 + b->w, svg_y(b, s), color,
+            dash);
 }
 
-static void axes(FILE *f, const box_t *b, const char *title)
+static void axes(FILE *f, const svg_frame_t *b, const char *title)
 {
-    double step = tick_step(b->ymax);
-
-    for (double t = 0.0; t <= b->ymax * 1.0001; t += step) {
-        fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#ddd\"/>\n",
-                b->x0, by(b, t), b->x0 + b->w, by(b, t));
-        fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\" font-size=\"11\">%g ms"
-                "</text>\n", b->x0 - 5, by(b, t) + 4, 1e3 * t);
-    }
+    svg_yticks(f, b, 1e3, "ms", 5);
     for (int r = 0; r < b->ranks; ++r) {
         if (b->ranks <= 16 || r % (b->ranks / 16) == 0) {
             fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"10\">%d"
-                    "</text>\n", 0.5 * (bx(b, r) + bx(b, r + 1)), b->y0 + b->h + 13, r);
+                    "</text>\n", 0.5 * (svg_x(b, r) + svg_x(b, r + 1)), b->y0 + b->h + 13, r);
         }
     }
-    fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" "
-            "stroke=\"#888\"/>\n<text x=\"%.2f\" y=\"%.2f\" font-size=\"12\">%s</text>\n",
-            b->x0, b->y0, b->w, b->h, b->x0, b->y0 - 7, title);
+    svg_outline(f, b);
+    fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"12\">%s</text>\n", b->x0, b->y0 - 7,
+            title);
 }
 
-static void draw_pred(FILE *f, const demo_t *demo, const demo_pred_t *p, const box_t *b)
+static void draw_pred(FILE *f, const demo_t *demo, const demo_pred_t *p,
+                      const svg_frame_t *b)
 {
     char light[8], title[256];
 
@@ -116,7 +80,7 @@ static void draw_pred(FILE *f, const demo_t *demo, const demo_pred_t *p, const b
         double base = 0;
         for (int k = 0; k < demo->ndegrees; ++k) {
             const char *color = palette[(size_t)k % NPALETTE];
-            lighten(color, 0.55, light);
+            svg_lighten(color, SVG_LIGHT, light);
             rect(f, b, r, base, base + p->rank_deg_comp[r][k], color);
             base += p->rank_deg_comp[r][k];
             rect(f, b, r, base, base + p->rank_deg_comm[r][k], light);
@@ -126,13 +90,13 @@ static void draw_pred(FILE *f, const demo_t *demo, const demo_pred_t *p, const b
     fputs("</g>\n", f);
     for (int r = 0; r < b->ranks; ++r) {
         fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#000\"/>\n",
-                bx(b, r), by(b, p->rank_s[r]), bx(b, r + 1), by(b, p->rank_s[r]));
+                svg_x(b, r), svg_y(b, p->rank_s[r]), svg_x(b, r + 1), svg_y(b, p->rank_s[r]));
     }
     hline(f, b, p->step_s, "#b00", "");
 }
 
 static void draw_meas(FILE *f, const demo_t *demo, int session, const demo_stat_t *st,
-                      const box_t *b)
+                      const svg_frame_t *b)
 {
     char title[256];
 
@@ -159,15 +123,9 @@ static void draw_meas(FILE *f, const demo_t *demo, int session, const demo_stat_
 static void legend(FILE *f, const demo_t *demo)
 {
     double x = SVG_LEFT, y = 72;
-    char   light[8];
 
     for (int k = 0; k < demo->ndegrees; ++k) {
-        const char *color = palette[(size_t)k % NPALETTE];
-        lighten(color, 0.55, light);
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">d=%d compute | all-to-all</text>\n",
-                x, y - 10, color, x + 13, y - 10, light, x + 29, y, demo->degrees[k]);
+        svg_swatch_pair(f, x, y, palette[(size_t)k % NPALETTE], demo->degrees[k], "all-to-all");
         x += 170;
     }
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/><text "
@@ -217,10 +175,7 @@ nsp_status_t demo_write_svg(const demo_t *demo, const char *path, int batch)
         status = nsp_error(NSP_ERR_IO, "cannot write %s: %s (--svg)", path, strerror(errno));
         goto out;
     }
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/"
-            "svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\""
-            "sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n", SVG_W,
-            height, SVG_W, height);
+    svg_begin(f, SVG_W, height);
     fprintf(f, "<text x=\"%.1f\" y=\"24\" font-size=\"16\" font-weight=\"bold\">nsp_demo: per-rank "
             "time of one step (one attention layer fwd + bwd), stacked by level degree</text>\n",
             SVG_LEFT);
@@ -236,8 +191,8 @@ nsp_status_t demo_write_svg(const demo_t *demo, const char *path, int batch)
     for (int i = 0; i < rows; ++i) {
         int    s = i / DEMO_NPLANNERS, p = i % DEMO_NPLANNERS;
         double y0 = SVG_TOP + SVG_ROW_GAP - 20 + i * (SVG_PANEL_H + SVG_ROW_GAP);
-        box_t  left = {SVG_LEFT, y0, pw, SVG_PANEL_H, ymax, N};
-        box_t  right = {SVG_LEFT + pw + SVG_GAP, y0, pw, SVG_PANEL_H, ymax, N};
+        svg_frame_t left = {SVG_LEFT, y0, pw, SVG_PANEL_H, ymax, N};
+        svg_frame_t right = {SVG_LEFT + pw + SVG_GAP, y0, pw, SVG_PANEL_H, ymax, N};
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">%s over "
                 "UCX %s (%d round%s)</text>\n", SVG_LEFT, y0 - 24, demo_planner_names[p],
                 demo->session_name[s], demo->plans[s][batch][p]->nrounds,

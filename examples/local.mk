@@ -13,8 +13,11 @@ examples_nsp_demo_SOURCES = \
 	examples/demo_data.c \
 	examples/demo_rank.c \
 	examples/demo_report.c \
-	examples/demo_svg.c
-examples_nsp_demo_CPPFLAGS = $(AM_CPPFLAGS) -DNSP_DEMO_DATADIR='"$(abs_top_srcdir)/data"'
+	examples/demo_svg.c \
+	perf/svg.c \
+	perf/svg.h
+examples_nsp_demo_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/perf \
+	-DNSP_DEMO_DATADIR='"$(abs_top_srcdir)/data"'
 examples_nsp_demo_LDADD = libnspcomm.la libnspcomm_planner.la -lm
 
 # A fast smoke test of the demo (TAP): 3 ranks, tiny sizes.

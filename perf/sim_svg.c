@@ -1,5 +1,6 @@
 /* SVG picture of one batch for perf/nsp_sim; see sim_svg.h. */
 #include "sim_svg.h"
+#include "svg.h"
 #include "common/log.h"
 #include "planner/plan_internal.h"
 
@@ -97,35 +98,6 @@ static void panel_free(panel_t *p)
     free(p->rank_s);
 }
 
-/* A colour mixed with white: t = 0 keeps it, 1 gives white. */
-static void lighten(const char *hex, double t, char out[8])
-{
-    unsigned r, g, b;
-
-    sscanf(hex + 1, "%2x%2x%2x", &r, &g, &b);
-    r = (unsigned)(r + (255 - r) * t + 0.5);
-    g = (unsigned)(g + (255 - g) * t + 0.5);
-    b = (unsigned)(b + (255 - b) * t + 0.5);
-    snprintf(out, 8, "#%02x%02x%02x", r & 0xff, g & 0xff, b & 0xff);
-}
-
-/* A tick step of 1, 2 or 5 x 10^k giving at most 6 ticks up to `top`. */
-static double tick_step(double top)
-{
-    double raw = top / 5.0, mag = pow(10.0, floor(log10(raw)));
-
-    if (raw <= mag) {
-        return mag;
-    }
-    if (raw <= 2 * mag) {
-        return 2 * mag;
-    }
-    if (raw <= 5 * mag) {
-        return 5 * mag;
-    }
-    return 10 * mag;
-}
-
 static void xml_text(FILE *f, const char *s)
 {
     for (; *s != '\0'; ++s) {
@@ -138,25 +110,9 @@ static void xml_text(FILE *f, const char *s)
     }
 }
 
-typedef struct frame {
-    double x0, y0, pw, ph;   /* plot box */
-    double ymax;             /* seconds at the top of the box */
-    int    ranks;
-} frame_t;
-
-static double fx(const frame_t *fr, double rank)
-{
-    return fr->x0 + fr->pw * rank / fr->ranks;
-}
-
-static double fy(const frame_t *fr, double seconds)
-{
-    return fr->y0 + fr->ph - fr->ph * seconds / fr->ymax;
-}
-
 /* One stacked segment (level l, compute or comm) for every rank, drawn as
  * runs of ranks whose bars coincide on screen. base[] advances. */
-static void draw_segment(FILE *f, const frame_t *fr, const double *values, int nl, int l,
+static void draw_segment(FILE *f, const svg_frame_t *fr, const double *values, int nl, int l,
                          double *base, const char *color)
 {
     int g = 0;
@@ -169,13 +125,13 @@ static void draw_segment(FILE *f, const frame_t *fr, const double *values, int n
             continue;
         }
         while (end < fr->ranks &&
-               fabs(values[(size_t)end * nl + l] - h) * fr->ph / fr->ymax < 0.05 &&
-               fabs(base[end] - b) * fr->ph / fr->ymax < 0.05) {
+               fabs(values[(size_t)end * nl + l] - h) * fr->h / fr->ymax < 0.05 &&
+               fabs(base[end] - b) * fr->h / fr->ymax < 0.05) {
             ++end;
         }
         fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n",
-                fx(fr, g), fy(fr, b + h), fx(fr, end) - fx(fr, g), fy(fr, b) - fy(fr, b + h),
-                color);
+                svg_x(fr, g), svg_y(fr, b + h), svg_x(fr, end) - svg_x(fr, g),
+                svg_y(fr, b) - svg_y(fr, b + h), color);
         g = end;
     }
     for (g = 0; g < fr->ranks; ++g) {
@@ -183,30 +139,23 @@ static void draw_segment(FILE *f, const frame_t *fr, const double *values, int n
     }
 }
 
-static void draw_axes(FILE *f, const frame_t *fr, int ranks_per_node)
+static void draw_axes(FILE *f, const svg_frame_t *fr, int ranks_per_node)
 {
-    double step = tick_step(fr->ymax);
-    int    label_every = ranks_per_node > 0 ? ranks_per_node : 1;
+    int label_every = ranks_per_node > 0 ? ranks_per_node : 1;
 
-    for (double t = 0.0; t <= fr->ymax * 1.0001; t += step) {
-        fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#ddd\"/>\n",
-                fr->x0, fy(fr, t), fr->x0 + fr->pw, fy(fr, t));
-        fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\" font-size=\"11\">%g s</text>\n",
-                fr->x0 - 6, fy(fr, t) + 4, t);
-    }
+    svg_yticks(f, fr, 1.0, "s", 6);
     while (fr->ranks / label_every > 16) {
         label_every *= 2;
     }
     for (int r = 0; r <= fr->ranks; r += label_every) {
         fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"10\">%d</text>\n",
-                fx(fr, r), fr->y0 + fr->ph + 13, r);
+                svg_x(fr, r), fr->y0 + fr->h + 13, r);
     }
-    fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" "
-            "stroke=\"#888\"/>\n", fr->x0, fr->y0, fr->pw, fr->ph);
+    svg_outline(f, fr);
 }
 
 /* Node boundaries over the bars (thin white), up to 32 nodes (more would hide the bars). */
-static void draw_node_lines(FILE *f, const frame_t *fr, int ranks_per_node)
+static void draw_node_lines(FILE *f, const svg_frame_t *fr, int ranks_per_node)
 {
     int nodes = fr->ranks / (ranks_per_node > 0 ? ranks_per_node : 1);
 
@@ -214,30 +163,30 @@ static void draw_node_lines(FILE *f, const frame_t *fr, int ranks_per_node)
         return;
     }
     for (int n = 1; n < nodes; ++n) {
-        double x = fx(fr, n * ranks_per_node);
+        double x = svg_x(fr, n * ranks_per_node);
         fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#fff\" "
-                "stroke-width=\"0.8\"/>\n", x, fr->y0, x, fr->y0 + fr->ph);
+                "stroke-width=\"0.8\"/>\n", x, fr->y0, x, fr->y0 + fr->h);
     }
 }
 
 /* The rank time after overlap as a step line over the ranks. */
-static void draw_rank_line(FILE *f, const frame_t *fr, const double *rank_s)
+static void draw_rank_line(FILE *f, const svg_frame_t *fr, const double *rank_s)
 {
     fprintf(f, "<path fill=\"none\" stroke=\"#000\" stroke-width=\"1\" d=\"M%.2f %.2f",
-            fx(fr, 0), fy(fr, rank_s[0]));
+            svg_x(fr, 0), svg_y(fr, rank_s[0]));
     for (int g = 0; g < fr->ranks; ++g) {
-        if (g > 0 && fabs(rank_s[g] - rank_s[g - 1]) * fr->ph / fr->ymax >= 0.05) {
-            fprintf(f, "V%.2f", fy(fr, rank_s[g]));
+        if (g > 0 && fabs(rank_s[g] - rank_s[g - 1]) * fr->h / fr->ymax >= 0.05) {
+            fprintf(f, "V%.2f", svg_y(fr, rank_s[g]));
         }
         if (g + 1 == fr->ranks ||
-            fabs(rank_s[g + 1] - rank_s[g]) * fr->ph / fr->ymax >= 0.05) {
-            fprintf(f, "H%.2f", fx(fr, g + 1));
+            fabs(rank_s[g + 1] - rank_s[g]) * fr->h / fr->ymax >= 0.05) {
+            fprintf(f, "H%.2f", svg_x(fr, g + 1));
         }
     }
     fputs("\"/>\n", f);
 }
 
-static void draw_panel(FILE *f, const panel_t *p, const frame_t *fr, int nl, double lb)
+static void draw_panel(FILE *f, const panel_t *p, const svg_frame_t *fr, int nl, double lb)
 {
     const nsp_plan_t *plan = p->plan;
     double           *base = calloc((size_t)fr->ranks, sizeof(double));
@@ -260,7 +209,7 @@ static void draw_panel(FILE *f, const panel_t *p, const frame_t *fr, int nl, dou
     fputs("<g shape-rendering=\"crispEdges\">\n", f);
     for (int l = 0; l < nl; ++l) {
         const char *color = palette[(size_t)l % NPALETTE];
-        lighten(color, 0.55, light);
+        svg_lighten(color, SVG_LIGHT, light);
         draw_segment(f, fr, p->comp, nl, l, base, color);
         draw_segment(f, fr, p->comm, nl, l, base, light);
     }
@@ -268,11 +217,11 @@ static void draw_panel(FILE *f, const panel_t *p, const frame_t *fr, int nl, dou
     draw_node_lines(f, fr, plan->cluster.ranks_per_node);
     draw_rank_line(f, fr, p->rank_s);
     fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#b00\" "
-            "stroke-width=\"1.5\"/>\n", fr->x0, fy(fr, plan->predicted.step_s),
-            fr->x0 + fr->pw, fy(fr, plan->predicted.step_s));
+            "stroke-width=\"1.5\"/>\n", fr->x0, svg_y(fr, plan->predicted.step_s),
+            fr->x0 + fr->w, svg_y(fr, plan->predicted.step_s));
     fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#000\" "
-            "stroke-width=\"1.5\" stroke-dasharray=\"7,4\"/>\n", fr->x0, fy(fr, lb),
-            fr->x0 + fr->pw, fy(fr, lb));
+            "stroke-width=\"1.5\" stroke-dasharray=\"7,4\"/>\n", fr->x0, svg_y(fr, lb),
+            fr->x0 + fr->w, svg_y(fr, lb));
     free(base);
 }
 
@@ -280,10 +229,8 @@ static void draw_panel(FILE *f, const panel_t *p, const frame_t *fr, int nl, dou
 static void draw_legend(FILE *f, const int *used, int nl)
 {
     double x = SVG_LEFT, y = 66;
-    char   light[8];
 
     for (int l = 0; l < nl; ++l) {
-        const char *color = palette[(size_t)l % NPALETTE];
         if (!used[l]) {
             continue;
         }
@@ -291,11 +238,7 @@ static void draw_legend(FILE *f, const int *used, int nl)
             x = SVG_LEFT;
             y += 18;
         }
-        lighten(color, 0.55, light);
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">d=%d compute | a2a</text>\n",
-                x, y - 10, color, x + 13, y - 10, light, x + 29, y, 1 << l);
+        svg_swatch_pair(f, x, y, palette[(size_t)l % NPALETTE], 1 << l, "a2a");
         x += 150;
     }
     x = SVG_LEFT;
@@ -347,10 +290,7 @@ nsp_status_t nsp_sim_svg_write(const char *path, nsp_plan_t *const *plans, int n
         status = nsp_error(NSP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         goto out_free;
     }
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/"
-            "svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\""
-            "sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n", SVG_WIDTH,
-            height, SVG_WIDTH, height);
+    svg_begin(f, SVG_WIDTH, height);
     fprintf(f, "<text x=\"%.1f\" y=\"24\" font-size=\"16\" font-weight=\"bold\">Per-rank time of "
             "one step, stacked by tree level (seconds)</text>\n<text x=\"%.1f\" y=\"44\" "
             "font-size=\"12\" fill=\"#444\">", SVG_LEFT, SVG_LEFT);
@@ -358,9 +298,9 @@ nsp_status_t nsp_sim_svg_write(const char *path, nsp_plan_t *const *plans, int n
     fputs("</text>\n", f);
     draw_legend(f, used, nl);
     for (int i = 0; i < nplans; ++i) {
-        frame_t fr = {SVG_LEFT, top + SVG_PANEL_GAP - 24 + i * (SVG_PANEL_H + SVG_PANEL_GAP),
-                      SVG_WIDTH - SVG_LEFT - SVG_RIGHT, SVG_PANEL_H, ymax,
-                      plans[i]->cluster.ranks};
+        svg_frame_t fr = {SVG_LEFT, top + SVG_PANEL_GAP - 24 + i * (SVG_PANEL_H + SVG_PANEL_GAP),
+                          SVG_WIDTH - SVG_LEFT - SVG_RIGHT, SVG_PANEL_H, ymax,
+                          plans[i]->cluster.ranks};
         draw_panel(f, &panels[i], &fr, nl, lower_bound_s);
     }
     fputs("</svg>\n", f);

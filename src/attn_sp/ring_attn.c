@@ -186,17 +186,6 @@ static nsp_status_t ring_wait(nsp_ring_level_io_t *io, nsp_request_t **req)
     return st;
 }
 
-static nsp_status_t ring_post(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int kind,
-                              int step, const void *sbuf, size_t sbytes, void *rbuf,
-                              size_t rbytes, nsp_request_t **req)
-{
-    NSP_CHECK(ring->tp->ops->sendrecv_post(ring->tp, sbuf, sbytes, ring->next, rbuf, rbytes,
-                                           ring->prev, ring_tag(ring, io->call, kind, step),
-                                           NULL, req));
-    io->bytes_sent += sbytes;
-    return NSP_OK;
-}
-
 static nsp_status_t ring_progress(nsp_ring_level_io_t *io)
 {
     int idle;
@@ -217,6 +206,21 @@ static size_t kv_bytes(const nsp_ring_level_t *ring, int m)
 static size_t kv_floats(const nsp_ring_level_t *ring, int m)
 {
     return (size_t)member_tokens(ring, m) * (size_t)ring->kv_heads * (size_t)ring->head_dim;
+}
+
+/* Post step `step` of a pass around the ring: member m's [k; v] (or [dK;
+ * dV]) goes from sbuf to the next rank while member m-1's arrives in rbuf. */
+static nsp_status_t ring_pass(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int kind,
+                              int step, int m, const void *sbuf, void *rbuf,
+                              nsp_request_t **req)
+{
+    size_t sbytes = kv_bytes(ring, m), rbytes = kv_bytes(ring, (m + ring->r - 1) % ring->r);
+
+    NSP_CHECK(ring->tp->ops->sendrecv_post(ring->tp, sbuf, sbytes, ring->next, rbuf, rbytes,
+                                           ring->prev, ring_tag(ring, io->call, kind, step),
+                                           NULL, req));
+    io->bytes_sent += sbytes;
+    return NSP_OK;
 }
 
 /*
@@ -383,8 +387,7 @@ nsp_status_t nsp_ring_level_fwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
     NSP_CHECK(fwd_scratch_alloc(ring, io->proto.params.q_heads, &s));
     pack_kv(ring, j, k, v, s.kv[cur]);
     /* Step 1's block starts moving before the diagonal is computed. */
-    NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_FWD_KV, 1, s.kv[cur], kv_bytes(ring, j),
-                             s.kv[1 - cur], kv_bytes(ring, (j + r - 1) % r), &req),
+    NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_FWD_KV, 1, j, s.kv[cur], s.kv[1 - cur], &req),
                    status, out_free);
     batch_diag(ring, io, &diag, s.cu);
     c0 = nsp_thread_cpu_s();
@@ -398,9 +401,8 @@ nsp_status_t nsp_ring_level_fwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
         NSP_CHECK_GOTO(ring_wait(io, &req), status, out_free);
         cur = 1 - cur;
         if (t + 1 < r) { /* pass the block on and receive the next one meanwhile */
-            NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_FWD_KV, t + 1, s.kv[cur],
-                                     kv_bytes(ring, src), s.kv[1 - cur],
-                                     kv_bytes(ring, (src + r - 1) % r), &req),
+            NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_FWD_KV, t + 1, src, s.kv[cur],
+                                     s.kv[1 - cur], &req),
                            status, out_free);
         }
         NSP_CHECK_GOTO(fwd_step(ring, io, src, s.kv[cur], q, o, lse, &s), status, out_free);
@@ -539,8 +541,8 @@ nsp_status_t nsp_ring_level_bwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
 
     NSP_CHECK(bwd_scratch_alloc(ring, io->proto.params.q_heads, &s));
     pack_kv(ring, j, k, v, s.kv[cur]);
-    NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_BWD_KV, 1, s.kv[cur], kv_bytes(ring, j),
-                             s.kv[1 - cur], kv_bytes(ring, (j + r - 1) % r), &kv_req),
+    NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_KV, 1, j, s.kv[cur], s.kv[1 - cur],
+                             &kv_req),
                    status, out_free);
     /* Step 0: the diagonal writes dq and the first contribution to the own
      * block's travelling dK/dV. */
@@ -551,17 +553,16 @@ nsp_status_t nsp_ring_level_bwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
                                        s.acc[a], s.acc[a] + nj);
     io->compute_s += nsp_thread_cpu_s() - c0;
     NSP_CHECK_GOTO(status, status, out_free);
-    NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_BWD_DKV, 1, s.acc[a], kv_bytes(ring, j),
-                             s.acc[1 - a], kv_bytes(ring, (j + r - 1) % r), &dkv_req),
+    NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_DKV, 1, j, s.acc[a], s.acc[1 - a],
+                             &dkv_req),
                    status, out_free);
     for (int t = 1; t < r; ++t) {
         int src = (j - t + r) % r;
         NSP_CHECK_GOTO(ring_wait(io, &kv_req), status, out_free);
         cur = 1 - cur;
         if (t + 1 < r) {
-            NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_BWD_KV, t + 1, s.kv[cur],
-                                     kv_bytes(ring, src), s.kv[1 - cur],
-                                     kv_bytes(ring, (src + r - 1) % r), &kv_req),
+            NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_KV, t + 1, src, s.kv[cur],
+                                     s.kv[1 - cur], &kv_req),
                            status, out_free);
         }
         NSP_CHECK_GOTO(bwd_step(ring, io, src, s.kv[cur], &in, &s), status, out_free);
@@ -572,9 +573,8 @@ nsp_status_t nsp_ring_level_bwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
         c0 = nsp_thread_cpu_s();
         add_floats(s.acc[a], s.contrib, 2 * kv_floats(ring, src));
         io->compute_s += nsp_thread_cpu_s() - c0;
-        NSP_CHECK_GOTO(ring_post(ring, io, RING_KIND_BWD_DKV, t + 1, s.acc[a],
-                                 kv_bytes(ring, src), s.acc[1 - a],
-                                 kv_bytes(ring, (src + r - 1) % r), &dkv_req),
+        NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_DKV, t + 1, src, s.acc[a],
+                                 s.acc[1 - a], &dkv_req),
                        status, out_free);
     }
     NSP_CHECK_GOTO(ring_wait(io, &dkv_req), status, out_free);

@@ -1,0 +1,115 @@
+/*
+ * What the host path (nested_a2a.c) and the CUDA path (nested_a2a_cuda.c)
+ * of the nested all-to-all do alike: the checks and defaults of a post, the
+ * agreement over the world, where a level's data sits, which communicator
+ * carries a level, and the transport requests of a level. Defined in
+ * nested_a2a.c (built in every configuration with the comm layer). `what`
+ * arguments start error messages ("nested all-to-all", "... (cuda)").
+ */
+#ifndef NSP_ATTN_SP_NESTED_A2A_COMMON_H_
+#define NSP_ATTN_SP_NESTED_A2A_COMMON_H_
+
+#include "nspcomm.h"
+#include "attn_sp/layout.h"
+#include "streams/levels.h"
+#include "transport/comm.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** A post's arguments as both paths use them, from nsp_a2a_prepare(). */
+typedef struct nsp_a2a_prep {
+    nsp_layout_info_t  info;
+    nsp_comm_t        *world;    /* the tree's world, checked against the layout */
+    int                serial;   /* NSP_A2A_FIELD_SERIAL (default 0) */
+    int                check;    /* NSP_A2A_FIELD_CHECK (default 1) */
+    nsp_a2a_replicas_t replicas; /* NSP_A2A_FIELD_REPLICAS (default REPLICAS_FIRST) */
+} nsp_a2a_prep_t;
+
+/**
+ * The start of a post on either path: NULL arguments, the layout's info,
+ * the parameter checks both paths make (elem_size, heads, head_dim,
+ * direction, REPLICAS_SUM_F32 on float32, src and dst for a rank holding
+ * data), the world of `tree` (the layout must be for this rank of this
+ * world) and the optional fields with their defaults. Local: no traffic.
+ */
+nsp_status_t nsp_a2a_prepare(nsp_tree_t *tree, const nsp_layout_t *layout,
+                             const nsp_a2a_params_t *params, const char *what,
+                             nsp_a2a_prep_t *prep);
+
+/** Allgather `hash` over `world` and compare (nsp_a2a_compare_hashes names
+ *  the ranks that differ). Collective. */
+nsp_status_t nsp_a2a_allgather_check(nsp_comm_t *world, uint64_t hash, const char *what);
+
+/** When prep->check: the agreement of a post (nsp_a2a_check_hash of the
+ *  round's plan hash and the parameters) over the world. Collective. */
+nsp_status_t nsp_a2a_agree(const nsp_a2a_prep_t *prep, const nsp_a2a_params_t *params,
+                           const char *what);
+
+/**
+ * Where level `lv` reads and writes (bytes): s2h reads its chunks of the
+ * sequence-sharded buffer [T_local, heads, D] at lv->local_offset tokens and
+ * writes the head-sharded block at hs->row_offset rows of D; h2s the other
+ * way round. row_bytes = D * elem_size.
+ */
+void nsp_a2a_level_bufs(nsp_a2a_dir_t dir, const char *src, char *dst, int heads,
+                        size_t row_bytes, const nsp_layout_level_t *lv,
+                        const nsp_layout_heads_t *hs, const char **level_src,
+                        char **level_dst);
+
+/**
+ * The communicator that carries level `lv`: the tree's group of that degree
+ * when it is the same group (*pairwise = 0), else `world` with pairwise
+ * exchanges (*pairwise = 1).
+ */
+nsp_status_t nsp_a2a_level_comm(nsp_tree_t *tree, const nsp_layout_level_t *lv,
+                                nsp_tp_comm_t *world, nsp_tp_comm_t **tp, int *pairwise);
+
+/** Sum of v[n]. */
+size_t nsp_a2a_sum(const size_t *v, int n);
+
+/** The transport requests of one level: reqs[n] in flight (NULL once done),
+ *  seen[n] their progress counters at the last test. */
+typedef struct nsp_a2a_tps {
+    nsp_request_t **reqs;
+    uint64_t       *seen;
+    int             n;
+} nsp_a2a_tps_t;
+
+/** Room for `max` requests. Errors: NSP_ERR_NO_MEMORY (no message: the
+ *  caller says what it was allocating). */
+nsp_status_t nsp_a2a_tps_alloc(nsp_a2a_tps_t *t, size_t max);
+
+/** Free every request (abandoning what is still in flight) and the room. */
+void nsp_a2a_tps_free(nsp_a2a_tps_t *t);
+
+/**
+ * Post one exchange of level `lv` on `tp`: one alltoallv over the group's
+ * communicator, or (pairwise) d - 1 sendrecv steps over the world (step i
+ * sends to index me+i and receives from me-i, so every pair meets once).
+ * sb/sd/rb/rd [d]: bytes and displacements per peer. `stream`: the
+ * transport's stream (NULL on the host). Appends the requests to t.
+ */
+nsp_status_t nsp_a2a_tps_post(nsp_a2a_tps_t *t, nsp_tp_comm_t *tp, int pairwise,
+                              const nsp_layout_level_t *lv, const void *send, const size_t *sb,
+                              const size_t *sd, void *recv, const size_t *rb, const size_t *rd,
+                              uint32_t tag, void *stream);
+
+/**
+ * Test every request of t: adds what they progressed (and one per request
+ * done) to *progress, clears *idle when one in flight is not idle. NSP_OK
+ * when all are done, NSP_INPROGRESS, or the error of a request (decided
+ * and logged by the transport).
+ */
+nsp_status_t nsp_a2a_tps_test(nsp_a2a_tps_t *t, uint64_t *progress, int *idle);
+
+/**
+ * The test of a level's public request `req` (level `level`): progress
+ * every level's queue, count the steps that advanced into *progress, and
+ * report the level's status. *idle is set before the queues run (their
+ * steps clear it) and req->idle says whether nothing moved.
+ */
+nsp_status_t nsp_a2a_queues_test(nsp_levels_t *queues, int level, uint64_t *progress,
+                                 int *idle, nsp_request_t *req);
+
+#endif /* NSP_ATTN_SP_NESTED_A2A_COMMON_H_ */
