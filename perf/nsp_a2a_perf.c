@@ -328,24 +328,35 @@ struct runner {
     int              *ic;      /* [4N] the same as int for MPI */
 };
 
+/* The s2h send counts of level l of `lay` (bytes to each peer of the
+ * level, sb[p] for p < lv->degree), its level in *lv. Returns the
+ * malloc'ed [4 * nranks] that nsp_pack_counts fills (caller frees). */
+static size_t *level_s2h_counts(const perf_ctx_t *c, const nsp_layout_t *lay, int l,
+                                nsp_pack_self_t self, nsp_layout_level_t *lv)
+{
+    size_t           row = (size_t)c->opts.head_dim * c->opts.elem;
+    size_t          *sb  = xmalloc(4 * sizeof(size_t) * (size_t)c->nranks);
+    nsp_level_view_t v;
+
+    nsp_layout_level(lay, l, lv);
+    nsp_layout_level_view(lay, l, &v);
+    PCHECK(c, nsp_pack_counts(&v, NSP_A2A_SEQ_TO_HEAD, c->opts.heads, row,
+                              NSP_A2A_REPLICAS_FIRST, self, sb, sb + c->nranks,
+                              sb + 2 * c->nranks, sb + 3 * c->nranks),
+           "pack counts");
+    return sb;
+}
+
 /* Bytes this rank sends to other ranks in s2h of `lay` (all levels). */
 static double offrank_bytes(const perf_ctx_t *c, const nsp_layout_t *lay)
 {
     nsp_layout_info_t info;
     double            total = 0;
-    size_t            row = (size_t)c->opts.head_dim * c->opts.elem;
 
     nsp_layout_query(lay, &info);
     for (int l = 1; l < info.nlevels; ++l) {
         nsp_layout_level_t lv;
-        nsp_level_view_t   v;
-        size_t            *sb = xmalloc(4 * sizeof(size_t) * (size_t)c->nranks);
-        nsp_layout_level(lay, l, &lv);
-        nsp_layout_level_view(lay, l, &v);
-        PCHECK(c, nsp_pack_counts(&v, NSP_A2A_SEQ_TO_HEAD, c->opts.heads, row,
-                                  NSP_A2A_REPLICAS_FIRST, NSP_PACK_SKIP_SELF, sb,
-                                  sb + c->nranks, sb + 2 * c->nranks, sb + 3 * c->nranks),
-               "pack counts");
+        size_t            *sb = level_s2h_counts(c, lay, l, NSP_PACK_SKIP_SELF, &lv);
         for (int p = 0; p < lv.degree; ++p) {
             total += (double)sb[p];
         }
@@ -486,14 +497,7 @@ static void exchange_row(const perf_ctx_t *c, const nsp_layout_t *lay, double *r
     row[info.rank] += (double)l0.local_tokens * c->opts.heads * (double)rowb;
     for (int l = 1; l < info.nlevels; ++l) {
         nsp_layout_level_t lv;
-        nsp_level_view_t   v;
-        size_t            *sb = xmalloc(4 * sizeof(size_t) * (size_t)c->nranks);
-        nsp_layout_level(lay, l, &lv);
-        nsp_layout_level_view(lay, l, &v);
-        PCHECK(c, nsp_pack_counts(&v, NSP_A2A_SEQ_TO_HEAD, c->opts.heads, rowb,
-                                  NSP_A2A_REPLICAS_FIRST, NSP_PACK_WITH_SELF, sb,
-                                  sb + c->nranks, sb + 2 * c->nranks, sb + 3 * c->nranks),
-               "pack counts");
+        size_t            *sb = level_s2h_counts(c, lay, l, NSP_PACK_WITH_SELF, &lv);
         for (int p = 0; p < lv.degree; ++p) {
             row[lv.rank0 + p] += (double)sb[p];
         }

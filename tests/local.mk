@@ -2,6 +2,8 @@
 check_LTLIBRARIES += tests/libnsptest.la
 tests_libnsptest_la_SOURCES = tests/tap.c tests/tap.h tests/mp.c tests/mp.h tests/mp_uid.c
 tests_libnsptest_la_CFLAGS = $(AM_CFLAGS)
+# Its shell counterpart, sourced by the tests/*/test_*.sh scripts.
+EXTRA_DIST += tests/tap.sh
 
 # Status strings and logging.
 check_PROGRAMS += tests/test_status

@@ -490,6 +490,22 @@ static nsp_status_t xfer_post(nattn_call_t *c, const xfer_args_t *xa, nattn_xfer
     return NSP_OK;
 }
 
+/* Post a call's exchanges, its nin inputs (into in[]) before its nout
+ * outputs (into out[]). On an error the ones posted so far stay in c for
+ * the caller's cleanup. */
+static nsp_status_t xfer_post_all(nattn_call_t *c, const xfer_args_t *xin, int nin,
+                                  nattn_xfer_t **in, const xfer_args_t *xout, int nout,
+                                  nattn_xfer_t **out)
+{
+    for (int x = 0; x < nin; ++x) {
+        NSP_CHECK(xfer_post(c, &xin[x], &in[x]));
+    }
+    for (int x = 0; x < nout; ++x) {
+        NSP_CHECK(xfer_post(c, &xout[x], &out[x]));
+    }
+    return NSP_OK;
+}
+
 static nsp_status_t xfer_open(nattn_xfer_t *x, int l)
 {
     if (x == NULL || x->opened[l]) {
@@ -895,12 +911,7 @@ nsp_status_t nsp_nested_attn_fwd(nsp_nested_attn_t *a, const void *q, const void
         const xfer_args_t xout[2] = {
             {NSP_A2A_HEAD_TO_SEQ, nq, D, a->es, NSP_A2A_REPLICAS_FIRST, oh, o, 1},
             {NSP_A2A_HEAD_TO_SEQ, nq, 1, 4, NSP_A2A_REPLICAS_FIRST, lh, lse, 1}};
-        for (int x = 0; x < 3; ++x) {
-            NSP_CHECK_GOTO(xfer_post(&c, &xin[x], &in[x]), status, out_free);
-        }
-        for (int x = 0; x < 2; ++x) {
-            NSP_CHECK_GOTO(xfer_post(&c, &xout[x], &out[x]), status, out_free);
-        }
+        NSP_CHECK_GOTO(xfer_post_all(&c, xin, 3, in, xout, 2, out), status, out_free);
     }
     memset(&base, 0, sizeof(base));
     base.q       = qh;
@@ -998,12 +1009,7 @@ nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *a, const nsp_nested_attn_sav
             {NSP_A2A_HEAD_TO_SEQ, nkv, D, a->es, kv_rep, dkh, dk, 1},
             {NSP_A2A_HEAD_TO_SEQ, nkv, D, a->es, kv_rep, dvh, dv, 1}};
         nin = saved != NULL ? 1 : 6;
-        for (int x = 0; x < nin; ++x) {
-            NSP_CHECK_GOTO(xfer_post(&c, &xin[x], &in[x]), status, out_free);
-        }
-        for (int x = 0; x < 3; ++x) {
-            NSP_CHECK_GOTO(xfer_post(&c, &xout[x], &out[x]), status, out_free);
-        }
+        NSP_CHECK_GOTO(xfer_post_all(&c, xin, nin, in, xout, 3, out), status, out_free);
     }
     memset(&base, 0, sizeof(base));
     base.q    = qh;

@@ -166,37 +166,104 @@ static nsp_status_t share_table(const nsp_level_view_t *v, int heads, int **firs
     return NSP_OK;
 }
 
-nsp_status_t nsp_pack_s2h_sel(const nsp_level_view_t *v, const unsigned char *sel, int heads,
-                              size_t row_bytes, const void *chunks, void *send,
-                              const size_t *send_bytes, const size_t *send_displs)
+/*
+ * The two sides of an exchange against the wire buffers (peer p's bytes at
+ * displs[p], bytes[p] of them, none copied when 0). to_wire copies into the
+ * wire (pack), else out of it (unpack); the side that is only read is
+ * passed without const.
+ */
+
+/* The sequence-sharded side: the rank's chunk of every sequence, rows
+ * [H, D] per token; on the wire, per selected token, peer p's head slice
+ * [count[p], D]. Token by token, peers in ascending index: each chunk row
+ * is visited once, and when unpacking the first replica of a head comes
+ * before the others, so with SUM_F32 it copies and the later ones add. */
+static nsp_status_t copy_chunk_rows(const nsp_level_view_t *v, const unsigned char *sel,
+                                    int heads, size_t row_bytes, int to_wire,
+                                    nsp_a2a_replicas_t replicas, char *chunks, char *wire,
+                                    const size_t *wire_bytes, const size_t *wire_displs)
 {
-    const char *src = chunks;
-    char       *dst = send;
-    int        *first, *count, *rep;
-    int64_t     t = 0, out = 0, start, len; /* source token, selected token */
+    int    *first = NULL, *count = NULL, *rep = NULL; /* set by share_table */
+    int64_t t = 0, w = 0, start, len; /* chunk token, selected (wire) token */
 
     NSP_CHECK(share_table(v, heads, &first, &count, &rep));
-    /* Token by token: each source row [H, D] is read once, in order, and its
-     * head slices go to every peer's block. */
     for (int j = 0; j < v->nseqs; ++j) {
         nsp_chunk_of(v->seq_len[j], v->degree, v->index, &start, &len);
         if (!selected(sel, j)) {
             t += len;
             continue;
         }
-        for (int64_t k = 0; k < len; ++k, ++t, ++out) {
-            const char *row = src + (size_t)t * (size_t)heads * row_bytes;
+        for (int64_t k = 0; k < len; ++k, ++t, ++w) {
+            char *row = chunks + (size_t)t * (size_t)heads * row_bytes;
             for (int p = 0; p < v->degree; ++p) {
                 size_t seg = (size_t)count[p] * row_bytes;
-                if (send_bytes[p] != 0) {
-                    memcpy(dst + send_displs[p] + (size_t)out * seg,
-                           row + (size_t)first[p] * row_bytes, seg);
+                char  *slice, *on_wire;
+                if (wire_bytes[p] == 0) {
+                    continue;
+                }
+                slice   = row + (size_t)first[p] * row_bytes;
+                on_wire = wire + wire_displs[p] + (size_t)w * seg;
+                if (to_wire) {
+                    memcpy(on_wire, slice, seg);
+                } else if (replicas == NSP_A2A_REPLICAS_SUM_F32 && p % rep[p] != 0) {
+                    add_f32(slice, on_wire, seg);
+                } else {
+                    memcpy(slice, on_wire, seg);
                 }
             }
         }
     }
     free(first);
     return NSP_OK;
+}
+
+/* The head-sharded side: the block [T, h_me, D] of this rank's heads over
+ * all T tokens of the level's sequences; on the wire, per peer q, q's chunk
+ * of every selected sequence in order. */
+static nsp_status_t copy_block_chunks(const nsp_level_view_t *v, const unsigned char *sel,
+                                      int heads, size_t row_bytes, int to_wire, char *block,
+                                      char *wire, const size_t *wire_bytes,
+                                      const size_t *wire_displs)
+{
+    int    first, h_me, r_me;
+    size_t tok_bytes;
+
+    NSP_CHECK(nsp_head_share(heads, v->degree, v->index, &first, &h_me, &r_me));
+    tok_bytes = (size_t)h_me * row_bytes; /* one token of the block [T, h_me, D] */
+    for (int q = 0; q < v->degree; ++q) {
+        char   *on_wire;
+        int64_t seq_off = 0, start, len;
+        if (wire_bytes[q] == 0) {
+            continue;
+        }
+        on_wire = wire + wire_displs[q];
+        for (int j = 0; j < v->nseqs; ++j) {
+            if (selected(sel, j)) {
+                char  *in_block;
+                size_t n;
+                nsp_chunk_of(v->seq_len[j], v->degree, q, &start, &len);
+                in_block = block + (size_t)(seq_off + start) * tok_bytes;
+                n        = (size_t)len * tok_bytes;
+                if (to_wire) {
+                    memcpy(on_wire, in_block, n);
+                } else {
+                    memcpy(in_block, on_wire, n);
+                }
+                on_wire += n;
+            }
+            seq_off += v->seq_len[j];
+        }
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_pack_s2h_sel(const nsp_level_view_t *v, const unsigned char *sel, int heads,
+                              size_t row_bytes, const void *chunks, void *send,
+                              const size_t *send_bytes, const size_t *send_displs)
+{
+    /* to_wire only reads the chunks */
+    return copy_chunk_rows(v, sel, heads, row_bytes, 1, NSP_A2A_REPLICAS_FIRST, (char *)chunks,
+                           send, send_bytes, send_displs);
 }
 
 nsp_status_t nsp_pack_s2h(const nsp_level_view_t *v, int heads, size_t row_bytes,
@@ -211,28 +278,9 @@ nsp_status_t nsp_unpack_s2h_sel(const nsp_level_view_t *v, const unsigned char *
                                 const size_t *recv_bytes, const size_t *recv_displs,
                                 void *block)
 {
-    int    first, h_me, r_me;
-    size_t tok_bytes;
-
-    NSP_CHECK(nsp_head_share(heads, v->degree, v->index, &first, &h_me, &r_me));
-    tok_bytes = (size_t)h_me * row_bytes; /* one token of the block [T, h_me, D] */
-    for (int q = 0; q < v->degree; ++q) {
-        const char *src = (const char *)recv + recv_displs[q];
-        int64_t     seq_off = 0, start, len;
-        if (recv_bytes[q] == 0) {
-            continue;
-        }
-        for (int j = 0; j < v->nseqs; ++j) {
-            if (selected(sel, j)) {
-                nsp_chunk_of(v->seq_len[j], v->degree, q, &start, &len);
-                memcpy((char *)block + (size_t)(seq_off + start) * tok_bytes, src,
-                       (size_t)len * tok_bytes);
-                src += (size_t)len * tok_bytes;
-            }
-            seq_off += v->seq_len[j];
-        }
-    }
-    return NSP_OK;
+    /* from the wire only reads the received bytes */
+    return copy_block_chunks(v, sel, heads, row_bytes, 0, block, (char *)recv, recv_bytes,
+                             recv_displs);
 }
 
 nsp_status_t nsp_unpack_s2h(const nsp_level_view_t *v, int heads, size_t row_bytes,
@@ -246,28 +294,9 @@ nsp_status_t nsp_pack_h2s_sel(const nsp_level_view_t *v, const unsigned char *se
                               size_t row_bytes, const void *block, void *send,
                               const size_t *send_bytes, const size_t *send_displs)
 {
-    int    first, h_me, r_me;
-    size_t tok_bytes;
-
-    NSP_CHECK(nsp_head_share(heads, v->degree, v->index, &first, &h_me, &r_me));
-    tok_bytes = (size_t)h_me * row_bytes;
-    for (int q = 0; q < v->degree; ++q) {
-        char   *dst = (char *)send + send_displs[q];
-        int64_t seq_off = 0, start, len;
-        if (send_bytes[q] == 0) {
-            continue;
-        }
-        for (int j = 0; j < v->nseqs; ++j) {
-            if (selected(sel, j)) {
-                nsp_chunk_of(v->seq_len[j], v->degree, q, &start, &len);
-                memcpy(dst, (const char *)block + (size_t)(seq_off + start) * tok_bytes,
-                       (size_t)len * tok_bytes);
-                dst += (size_t)len * tok_bytes;
-            }
-            seq_off += v->seq_len[j];
-        }
-    }
-    return NSP_OK;
+    /* to_wire only reads the block */
+    return copy_block_chunks(v, sel, heads, row_bytes, 1, (char *)block, send, send_bytes,
+                             send_displs);
 }
 
 nsp_status_t nsp_pack_h2s(const nsp_level_view_t *v, int heads, size_t row_bytes,
@@ -282,39 +311,9 @@ nsp_status_t nsp_unpack_h2s_sel(const nsp_level_view_t *v, const unsigned char *
                                 const void *recv, const size_t *recv_bytes,
                                 const size_t *recv_displs, void *chunks)
 {
-    const char *src = recv;
-    char       *dst = chunks;
-    int        *first, *count, *rep;
-    int64_t     t = 0, in = 0, start, len; /* destination token, selected token */
-
-    NSP_CHECK(share_table(v, heads, &first, &count, &rep));
-    /* Token by token, peers in ascending index: each destination row [H, D]
-     * is written once, and the first replica of a head comes before the
-     * others, so with SUM_F32 it copies and the later ones add. */
-    for (int j = 0; j < v->nseqs; ++j) {
-        nsp_chunk_of(v->seq_len[j], v->degree, v->index, &start, &len);
-        if (!selected(sel, j)) {
-            t += len;
-            continue;
-        }
-        for (int64_t k = 0; k < len; ++k, ++t, ++in) {
-            char *row = dst + (size_t)t * (size_t)heads * row_bytes;
-            for (int p = 0; p < v->degree; ++p) {
-                size_t      seg = (size_t)count[p] * row_bytes;
-                const char *from = src + recv_displs[p] + (size_t)in * seg;
-                if (recv_bytes[p] == 0) {
-                    continue;
-                }
-                if (replicas == NSP_A2A_REPLICAS_SUM_F32 && p % rep[p] != 0) {
-                    add_f32(row + (size_t)first[p] * row_bytes, from, seg);
-                } else {
-                    memcpy(row + (size_t)first[p] * row_bytes, from, seg);
-                }
-            }
-        }
-    }
-    free(first);
-    return NSP_OK;
+    /* from the wire only reads the received bytes */
+    return copy_chunk_rows(v, sel, heads, row_bytes, 0, replicas, chunks, (char *)recv,
+                           recv_bytes, recv_displs);
 }
 
 nsp_status_t nsp_unpack_h2s(const nsp_level_view_t *v, int heads, size_t row_bytes,

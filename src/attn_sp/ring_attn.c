@@ -327,37 +327,79 @@ static nsp_status_t fwd_scratch_alloc(const nsp_ring_level_t *ring, int q_heads,
     return NSP_OK;
 }
 
-/* One step t >= 1 of the forward: attend to the KV block of `src` and merge. */
-static nsp_status_t fwd_step(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int src,
-                             const float *kv, const float *q, float *o, float *lse,
-                             fwd_scratch_t *s)
-{
-    const int     hq = io->proto.params.q_heads, hkv = ring->kv_heads, D = ring->head_dim;
-    const float  *k = kv, *v = kv + kv_floats(ring, src);
+/* One sequence pair of a step t >= 1: the rank's query rows [q0, q0 + qlen)
+ * and block src's key rows [k0, k0 + klen) (tokens), with their kernel
+ * batch. */
+typedef struct ring_pair {
+    int64_t      q0, qlen, k0, klen;
+    ring_batch_t rb;
+} ring_pair_t;
 
+/* The kernel work of one pair of a step; `arg` carries the step's buffers. */
+typedef nsp_status_t (*ring_pair_work_fn)(const nsp_ring_level_t *ring,
+                                          const nsp_ring_level_io_t *io, const ring_pair_t *p,
+                                          void *arg);
+
+/* Step t >= 1 from block src, pair by pair: `work` on every sequence pair
+ * with rows on both sides, its time counted as compute, the ring
+ * progressed after each pair so the KV transfer moves while we compute. */
+static nsp_status_t step_pairs(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int src,
+                               ring_pair_work_fn work, void *arg)
+{
     for (int sq = 0; sq < ring->nseqs; ++sq) {
-        int64_t      q0, qlen, k0, klen;
-        ring_batch_t rb;
+        ring_pair_t  p;
         double       c0;
         nsp_status_t st;
 
-        step_pair(ring, io->proto.params.causal, src, sq, &q0, &qlen, &k0, &klen);
-        if (qlen == 0 || klen == 0) {
+        step_pair(ring, io->proto.params.causal, src, sq, &p.q0, &p.qlen, &p.k0, &p.klen);
+        if (p.qlen == 0 || p.klen == 0) {
             continue;
         }
-        batch_pair(io, &rb, qlen, klen);
+        batch_pair(io, &p.rb, p.qlen, p.klen);
         c0 = nsp_thread_cpu_s();
-        st = io->kernel->fwd(io->kernel->ctx, &rb.b, q + q0 * hq * D, k + k0 * hkv * D,
-                             v + k0 * hkv * D, s->part_o, s->part_lse);
-        if (st == NSP_OK) {
-            st = nsp_attn_merge(qlen * hq, D, o + q0 * hq * D, lse + q0 * hq, s->part_o,
-                                s->part_lse);
-        }
+        st = work(ring, io, &p, arg);
         io->compute_s += nsp_thread_cpu_s() - c0;
         NSP_CHECK(st);
         NSP_CHECK(ring_progress(io));
     }
     return NSP_OK;
+}
+
+/* The buffers of a forward step: block src's k and v [tokens, kv_heads, D],
+ * the rank's q, o [tokens, q_heads, D] and lse [tokens, q_heads]. */
+typedef struct fwd_step_args {
+    const float   *k, *v, *q;
+    float         *o, *lse;
+    fwd_scratch_t *s;
+} fwd_step_args_t;
+
+/* One pair of the forward: attend into the partials and merge them. */
+static nsp_status_t fwd_pair(const nsp_ring_level_t *ring, const nsp_ring_level_io_t *io,
+                             const ring_pair_t *p, void *arg)
+{
+    const fwd_step_args_t *a  = arg;
+    const int              hq = io->proto.params.q_heads, hkv = ring->kv_heads;
+    const int              D  = ring->head_dim;
+    nsp_status_t           st;
+
+    st = io->kernel->fwd(io->kernel->ctx, &p->rb.b, a->q + p->q0 * hq * D,
+                         a->k + p->k0 * hkv * D, a->v + p->k0 * hkv * D, a->s->part_o,
+                         a->s->part_lse);
+    if (st == NSP_OK) {
+        st = nsp_attn_merge(p->qlen * hq, D, a->o + p->q0 * hq * D, a->lse + p->q0 * hq,
+                            a->s->part_o, a->s->part_lse);
+    }
+    return st;
+}
+
+/* One step t >= 1 of the forward: attend to the KV block of `src` and merge. */
+static nsp_status_t fwd_step(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int src,
+                             const float *kv, const float *q, float *o, float *lse,
+                             fwd_scratch_t *s)
+{
+    fwd_step_args_t a = {kv, kv + kv_floats(ring, src), q, o, lse, s};
+
+    return step_pairs(ring, io, src, fwd_pair, &a);
 }
 
 /* Copy a member's K and V blocks into one buffer [k; v]. */
@@ -474,43 +516,48 @@ typedef struct bwd_in {
     float       *dq;
 } bwd_in_t;
 
+/* The buffers of a backward step: block src's k, v and its contribution
+ * dk, dv [tokens, kv_heads, D], the rank's own block in `in`. */
+typedef struct bwd_step_args {
+    const float    *k, *v;
+    float          *dk, *dv;
+    const bwd_in_t *in;
+    bwd_scratch_t  *s;
+} bwd_step_args_t;
+
+/* One pair of the backward: dk, dv of the pair's key rows, its dq added. */
+static nsp_status_t bwd_pair(const nsp_ring_level_t *ring, const nsp_ring_level_io_t *io,
+                             const ring_pair_t *p, void *arg)
+{
+    const bwd_step_args_t *a  = arg;
+    const bwd_in_t        *in = a->in;
+    const int              hq = io->proto.params.q_heads, hkv = ring->kv_heads;
+    const int              D  = ring->head_dim;
+    const int64_t          q0 = p->q0, k0 = p->k0;
+    nsp_status_t           st;
+
+    /* Key rows of different sequences are disjoint: the kernel writes
+     * straight into the contribution; query rows go through part_dq. */
+    st = io->kernel->bwd(io->kernel->ctx, &p->rb.b, in->q + q0 * hq * D, a->k + k0 * hkv * D,
+                         a->v + k0 * hkv * D, in->o + q0 * hq * D, in->lse + q0 * hq,
+                         in->dout + q0 * hq * D, a->s->part_dq, a->dk + k0 * hkv * D,
+                         a->dv + k0 * hkv * D);
+    if (st == NSP_OK) {
+        add_floats(in->dq + q0 * hq * D, a->s->part_dq, (size_t)(p->qlen * hq * D));
+    }
+    return st;
+}
+
 /* One step t >= 1: the contribution to block src into s->contrib [dk; dv],
  * the queries' share added to dq. */
 static nsp_status_t bwd_step(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int src,
                              const float *kv, const bwd_in_t *in, bwd_scratch_t *s)
 {
-    const int    hq = io->proto.params.q_heads, hkv = ring->kv_heads, D = ring->head_dim;
-    const size_t n = kv_floats(ring, src);
-    const float *k = kv, *v = kv + n;
-    float       *dk = s->contrib, *dv = s->contrib + n;
+    const size_t    n = kv_floats(ring, src);
+    bwd_step_args_t a = {kv, kv + n, s->contrib, s->contrib + n, in, s};
 
     memset(s->contrib, 0, 2 * n * sizeof(float) + 1); /* rows no query sees stay 0 */
-    for (int sq = 0; sq < ring->nseqs; ++sq) {
-        int64_t      q0, qlen, k0, klen;
-        ring_batch_t rb;
-        double       c0;
-        nsp_status_t st;
-
-        step_pair(ring, io->proto.params.causal, src, sq, &q0, &qlen, &k0, &klen);
-        if (qlen == 0 || klen == 0) {
-            continue;
-        }
-        batch_pair(io, &rb, qlen, klen);
-        c0 = nsp_thread_cpu_s();
-        /* Key rows of different sequences are disjoint: the kernel writes
-         * straight into the contribution; query rows go through part_dq. */
-        st = io->kernel->bwd(io->kernel->ctx, &rb.b, in->q + q0 * hq * D, k + k0 * hkv * D,
-                             v + k0 * hkv * D, in->o + q0 * hq * D, in->lse + q0 * hq,
-                             in->dout + q0 * hq * D, s->part_dq, dk + k0 * hkv * D,
-                             dv + k0 * hkv * D);
-        if (st == NSP_OK) {
-            add_floats(in->dq + q0 * hq * D, s->part_dq, (size_t)(qlen * hq * D));
-        }
-        io->compute_s += nsp_thread_cpu_s() - c0;
-        NSP_CHECK(st);
-        NSP_CHECK(ring_progress(io));
-    }
-    return NSP_OK;
+    return step_pairs(ring, io, src, bwd_pair, &a);
 }
 
 /* Unpack [dk; dv] of the rank's own block into dk and dv. */

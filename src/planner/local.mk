@@ -66,4 +66,5 @@ dist_noinst_SCRIPTS += tools/plan_check.py
 if NSP_PYTHON
 TESTS += tests/planner/test_plan_check.py tests/planner/test_ctypes.py
 endif
-EXTRA_DIST += tests/planner/test_plan_check.py tests/planner/test_ctypes.py tests/planner/data
+EXTRA_DIST += tests/planner/test_plan_check.py tests/planner/test_ctypes.py \
+	tests/planner/taplib.py tests/planner/data

@@ -954,6 +954,40 @@ static nsp_status_t nccl_copy_self(nccl_comm_t *c, void *dst, const void *src, s
     return NSP_OK;
 }
 
+/* One receive (count elements of `type` from src, none when 0) and one
+ * send (to dst) as one NCCL group. `what_ops` and `what_end` name the posts
+ * and the group end in an error. */
+static nsp_status_t nccl_group_recv_send(nccl_comm_t *c, void *recvbuf, size_t recvcount,
+                                         int src, const void *sendbuf, size_t sendcount,
+                                         int dst, ncclDataType_t type, cudaStream_t s,
+                                         const char *what_ops, const char *what_end)
+{
+    ncclResult_t r = ncclSuccess;
+
+    NSP_CHECK(nccl_settle(c, c->nccl, ncclGroupStart(), "ncclGroupStart"));
+    if (recvcount > 0) {
+        r = ncclRecv(recvbuf, recvcount, type, src, c->nccl, s);
+    }
+    if (sendcount > 0 && (r == ncclSuccess || r == ncclInProgress)) {
+        r = ncclSend(sendbuf, sendcount, type, dst, c->nccl, s);
+    }
+    if (r != ncclSuccess && r != ncclInProgress) {
+        (void)ncclGroupEnd();
+        return nccl_status(r, c, c->nccl, what_ops, 0);
+    }
+    return nccl_settle(c, c->nccl, ncclGroupEnd(), what_end);
+}
+
+/* The last step of a post: mark the end of its work on s and hand the
+ * request out. On an error the caller aborts the request. */
+static nsp_status_t nccl_post_end(nccl_comm_t *c, nccl_req_t *req, cudaStream_t s,
+                                  nsp_request_t **out)
+{
+    NSP_CUDA_CHECK(cudaEventRecord(req->done, s), c->label);
+    *out = &req->base;
+    return NSP_OK;
+}
+
 static nsp_status_t nccl_alltoallv_post(nsp_tp_comm_t *base, const nsp_tp_alltoallv_t *a,
                                         uint32_t tag, void *stream, nsp_request_t **out)
 {
@@ -1006,8 +1040,7 @@ static nsp_status_t nccl_alltoallv_post(nsp_tp_comm_t *base, const nsp_tp_alltoa
             NSP_CHECK_GOTO(nccl_post_group_alltoallv(c, a, s), status, err_abort);
         }
     }
-    NSP_CUDA_GOTO(cudaEventRecord(req->done, s), c->label, status, err_abort);
-    *out = &req->base;
+    NSP_CHECK_GOTO(nccl_post_end(c, req, s, out), status, err_abort);
     return NSP_OK;
 err_abort:
     nccl_req_discard(req, 1);
@@ -1026,7 +1059,6 @@ static nsp_status_t nccl_sendrecv_post(nsp_tp_comm_t *base, const void *sendbuf,
     int          check, local;
     cudaStream_t s;
     nccl_req_t  *req = NULL;
-    ncclResult_t r   = ncclSuccess;
     nsp_status_t status;
 
     if (out == NULL || dst < 0 || dst >= base->size || src < 0 || src >= base->size ||
@@ -1060,18 +1092,9 @@ static nsp_status_t nccl_sendrecv_post(nsp_tp_comm_t *base, const void *sendbuf,
             NSP_CUDA_GOTO(cudaMemcpyAsync(dev + dst, req->slot->host + dst, sizeof(uint64_t),
                                           cudaMemcpyHostToDevice, s),
                           c->label, status, err_discard);
-            NSP_CHECK_GOTO(nccl_settle(c, c->nccl, ncclGroupStart(), "ncclGroupStart"), status,
-                           err_abort);
-            r = ncclRecv(dev + n + src, 1, ncclUint64, src, c->nccl, s);
-            if (r == ncclSuccess || r == ncclInProgress) {
-                r = ncclSend(dev + dst, 1, ncclUint64, dst, c->nccl, s);
-            }
-            if (r != ncclSuccess && r != ncclInProgress) {
-                (void)ncclGroupEnd();
-                status = nccl_status(r, c, c->nccl, "ncclSend/ncclRecv (byte count)", 0);
-                goto err_abort;
-            }
-            NSP_CHECK_GOTO(nccl_settle(c, c->nccl, ncclGroupEnd(), "ncclGroupEnd (byte count)"),
+            NSP_CHECK_GOTO(nccl_group_recv_send(c, dev + n + src, 1, src, dev + dst, 1, dst,
+                                                ncclUint64, s, "ncclSend/ncclRecv (byte count)",
+                                                "ncclGroupEnd (byte count)"),
                            status, err_abort);
             NSP_CUDA_GOTO(cudaMemcpyAsync(req->slot->host + n + src, dev + n + src,
                                           sizeof(uint64_t), cudaMemcpyDeviceToHost, s),
@@ -1079,25 +1102,13 @@ static nsp_status_t nccl_sendrecv_post(nsp_tp_comm_t *base, const void *sendbuf,
             NSP_CUDA_GOTO(cudaEventRecord(req->counts_landed, s), c->label, status, err_abort);
         }
         if (sendbytes > 0 || recvbytes > 0) {
-            NSP_CHECK_GOTO(nccl_settle(c, c->nccl, ncclGroupStart(), "ncclGroupStart"), status,
-                           err_abort);
-            if (recvbytes > 0) {
-                r = ncclRecv(recvbuf, recvbytes, ncclUint8, src, c->nccl, s);
-            }
-            if (sendbytes > 0 && (r == ncclSuccess || r == ncclInProgress)) {
-                r = ncclSend(sendbuf, sendbytes, ncclUint8, dst, c->nccl, s);
-            }
-            if (r != ncclSuccess && r != ncclInProgress) {
-                (void)ncclGroupEnd();
-                status = nccl_status(r, c, c->nccl, "ncclSend/ncclRecv", 0);
-                goto err_abort;
-            }
-            NSP_CHECK_GOTO(nccl_settle(c, c->nccl, ncclGroupEnd(), "ncclGroupEnd (sendrecv)"),
+            NSP_CHECK_GOTO(nccl_group_recv_send(c, recvbuf, recvbytes, src, sendbuf, sendbytes,
+                                                dst, ncclUint8, s, "ncclSend/ncclRecv",
+                                                "ncclGroupEnd (sendrecv)"),
                            status, err_abort);
         }
     }
-    NSP_CUDA_GOTO(cudaEventRecord(req->done, s), c->label, status, err_abort);
-    *out = &req->base;
+    NSP_CHECK_GOTO(nccl_post_end(c, req, s, out), status, err_abort);
     return NSP_OK;
 err_abort:
     nccl_req_discard(req, 1);

@@ -365,6 +365,22 @@ static nsp_status_t ucx_req_alloc(ucx_comm_t *comm, const char *what, uint32_t t
     return NSP_OK;
 }
 
+/* Record what ucp_tag_{send,recv}_nbx returned for `op`: an error fails
+ * it, NULL means it completed in place, anything else is the UCX request to
+ * test later. */
+static nsp_status_t ucx_op_posted(ucx_req_t *req, ucx_op_t *op, void *r)
+{
+    if (UCS_PTR_IS_ERR(r)) {
+        op->done = 1;
+        return ucx_op_failed(req, op, UCS_PTR_STATUS(r));
+    }
+    if (r == NULL) {
+        return ucx_op_complete(req, op);
+    }
+    op->ucp_req = r;
+    return NSP_OK;
+}
+
 static nsp_status_t ucx_post_recv(ucx_req_t *req, void *buf, size_t bytes, int src)
 {
     ucx_op_t           *op = &req->ops[req->nops++];
@@ -381,15 +397,7 @@ static nsp_status_t ucx_post_recv(ucx_req_t *req, void *buf, size_t bytes, int s
     param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     r = ucp_tag_recv_nbx(req->comm->world->worker, buf, bytes,
                          ucx_tag(req->comm, src, req->tag), (ucp_tag_t)-1, &param);
-    if (UCS_PTR_IS_ERR(r)) {
-        op->done = 1;
-        return ucx_op_failed(req, op, UCS_PTR_STATUS(r));
-    }
-    if (r == NULL) {
-        return ucx_op_complete(req, op);
-    }
-    op->ucp_req = r;
-    return NSP_OK;
+    return ucx_op_posted(req, op, r);
 }
 
 static nsp_status_t ucx_post_send(ucx_req_t *req, const void *buf, size_t bytes, int dst)
@@ -408,15 +416,7 @@ static nsp_status_t ucx_post_send(ucx_req_t *req, const void *buf, size_t bytes,
     memset(&param, 0, sizeof(param));
     r = ucp_tag_send_nbx(peer->ep, buf, bytes, ucx_tag(req->comm, req->comm->base.rank, req->tag),
                          &param);
-    if (UCS_PTR_IS_ERR(r)) {
-        op->done = 1;
-        return ucx_op_failed(req, op, UCS_PTR_STATUS(r));
-    }
-    if (r == NULL) {
-        return ucx_op_complete(req, op);
-    }
-    op->ucp_req = r;
-    return NSP_OK;
+    return ucx_op_posted(req, op, r);
 }
 
 /* ------------------------------------------------------------------------ */

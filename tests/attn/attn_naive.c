@@ -192,3 +192,21 @@ double naive_max_abs(const double *b, int64_t n)
     }
     return m;
 }
+
+float *alloc_floats(int64_t n)
+{
+    float *x = calloc((size_t)(n > 0 ? n : 1), sizeof(*x));
+    if (x == NULL) {
+        abort();
+    }
+    return x;
+}
+
+double *alloc_doubles(int64_t n)
+{
+    double *x = calloc((size_t)(n > 0 ? n : 1), sizeof(*x));
+    if (x == NULL) {
+        abort();
+    }
+    return x;
+}

@@ -50,6 +50,11 @@ double naive_rand(uint64_t *state);
 void   naive_fill(float *x, int64_t n, double lo, double hi, uint64_t *state);
 int    naive_rand_int(uint64_t *state, int lo, int hi); /* [lo, hi] */
 
+/** Zeroed arrays of n elements (at least one), freed with free(); abort
+ * the test when out of memory. */
+float  *alloc_floats(int64_t n);
+double *alloc_doubles(int64_t n);
+
 /** max |a[i] - b[i]| and max |b[i]| over n elements (a float, b double). */
 double naive_max_abs_diff(const float *a, const double *b, int64_t n);
 double naive_max_abs(const double *b, int64_t n);

@@ -41,24 +41,6 @@ typedef struct {
 
 static const int head_dims[] = {1, 3, 8, 16, 17, 32, 64, 80, 128};
 
-static float *alloc_floats(int64_t n)
-{
-    float *x = calloc((size_t)(n > 0 ? n : 1), sizeof(*x));
-    if (x == NULL) {
-        abort();
-    }
-    return x;
-}
-
-static double *alloc_doubles(int64_t n)
-{
-    double *x = calloc((size_t)(n > 0 ? n : 1), sizeof(*x));
-    if (x == NULL) {
-        abort();
-    }
-    return x;
-}
-
 static void problem_set_shape(problem_t *pb, int nq, int nkv, int D, float scale, int causal)
 {
     pb->p.q_heads = nq;

@@ -28,24 +28,6 @@
  * order; both are within FWD_TOL/BWD_TOL of the naive oracle. */
 #define RING_TOL 1e-5
 
-static float *alloc_floats(int64_t n)
-{
-    float *x = calloc((size_t)(n > 0 ? n : 1), sizeof(*x));
-    if (x == NULL) {
-        abort();
-    }
-    return x;
-}
-
-static double *alloc_doubles(int64_t n)
-{
-    double *x = calloc((size_t)(n > 0 ? n : 1), sizeof(*x));
-    if (x == NULL) {
-        abort();
-    }
-    return x;
-}
-
 /* max |a - b| / max(|b|, floor) for float arrays (both -inf counts as equal). */
 static double rel_diff_f(const float *a, const float *b, int64_t n, double floor_)
 {

@@ -62,6 +62,21 @@ static int check_comm(nsp_comm_t *comm, int rank, int nranks)
     return st == NSP_OK ? 0 : cu_fail("allgather", st);
 }
 
+/* A rank's verdict on the communicator that its init call `what` returned
+ * (status st): check_comm on it, then destroy it. */
+static int check_and_destroy(nsp_status_t st, const char *what, nsp_comm_t *comm, int rank,
+                             int nranks)
+{
+    int rc;
+
+    if (st != NSP_OK) {
+        return cu_fail(what, st);
+    }
+    rc = check_comm(comm, rank, nranks);
+    nsp_comm_destroy(comm);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Unique id                                                                */
 /* ------------------------------------------------------------------------ */
@@ -116,7 +131,6 @@ static int rank_init_uid_rank0(int rank, int nranks, void *arg)
     nsp_config_t    cfg  = cu_config(20.0);
     nsp_comm_t     *comm = NULL;
     nsp_status_t    st;
-    int             rc;
 
     if (rank == 0) {
         if (nsp_get_unique_id(&id) != NSP_OK ||
@@ -138,12 +152,7 @@ static int rank_init_uid_rank0(int rank, int nranks, void *arg)
         }
     }
     st = nsp_comm_init_rank(&comm, nranks, id, rank, &cfg);
-    if (st != NSP_OK) {
-        return cu_fail("nsp_comm_init_rank", st);
-    }
-    rc = check_comm(comm, rank, nranks);
-    nsp_comm_destroy(comm);
-    return rc;
+    return check_and_destroy(st, "nsp_comm_init_rank", comm, rank, nranks);
 }
 
 static void test_unique_id_from_rank0(int nranks)
@@ -178,16 +187,10 @@ static int rank_init_oob(int rank, int nranks, void *arg)
     nsp_config_t    cfg  = cu_config(20.0);
     nsp_comm_t     *comm = NULL;
     nsp_status_t    st;
-    int             rc;
 
     shm_oob_coll(oob, rank, &state, &coll);
     st = nsp_comm_init_oob(&comm, &coll, &cfg);
-    if (st != NSP_OK) {
-        return cu_fail("nsp_comm_init_oob", st);
-    }
-    rc = check_comm(comm, rank, nranks);
-    nsp_comm_destroy(comm);
-    return rc;
+    return check_and_destroy(st, "nsp_comm_init_oob", comm, rank, nranks);
 }
 
 static void test_oob(int nranks)
@@ -218,7 +221,6 @@ static int rank_init_env(int rank, int nranks, void *arg)
     nsp_config_t      cfg  = cu_config(20.0);
     nsp_comm_t       *comm = NULL;
     nsp_status_t      st;
-    int               rc;
 
     snprintf(value, sizeof(value), "%d", rank);
     setenv(c->rank_var, value, 1);
@@ -226,12 +228,7 @@ static int rank_init_env(int rank, int nranks, void *arg)
     setenv(c->size_var, value, 1);
     setenv("NSPCOMM_ROOT", c->root, 1);
     st = nsp_comm_init_env(&comm, &cfg);
-    if (st != NSP_OK) {
-        return cu_fail("nsp_comm_init_env", st);
-    }
-    rc = check_comm(comm, rank, nranks);
-    nsp_comm_destroy(comm);
-    return rc;
+    return check_and_destroy(st, "nsp_comm_init_env", comm, rank, nranks);
 }
 
 /* A port that was free a moment ago (the kernel picks it). */

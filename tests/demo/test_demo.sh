@@ -4,24 +4,9 @@
 # passed, write the JSON with the fields docs/demo.md promises, a picture that
 # parses as XML and a calibrated cluster description nspcomm can load; and a
 # corrupted output (--inject-error) must make it fail with exit status 1.
-top_srcdir=${NSP_TOP_SRCDIR:-.}
-top_builddir=${NSP_TOP_BUILDDIR:-.}
+. "${NSP_TOP_SRCDIR:-.}/tests/tap.sh" # top_srcdir, top_builddir, n, fail, check
 demo="$top_builddir/examples/nsp_demo"
 py=${PYTHON3:-python3}
-n=0
-fail=0
-
-check() { # check DESCRIPTION COMMAND...: "ok" when the command succeeds
-    desc=$1
-    shift
-    n=$((n + 1))
-    if "$@"; then
-        echo "ok $n - $desc"
-    else
-        echo "not ok $n - $desc"
-        fail=1
-    fi
-}
 
 if [ ! -x "$demo" ]; then
     echo "1..0 # SKIP $demo not built (configured without the communication layer)"

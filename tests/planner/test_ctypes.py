@@ -10,23 +10,12 @@ import os
 import subprocess
 import sys
 
+import taplib as tap  # tests/planner/taplib.py, beside this script
+from taplib import ok
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("NSP_TOP_SRCDIR") or os.path.dirname(os.path.dirname(HERE))
 BUILD = os.environ.get("NSP_TOP_BUILDDIR") or SRC
-count = 0
-failed = 0
-
-
-def ok(cond, desc, diag=""):
-    global count, failed
-    count += 1
-    print("%sok %d - %s" % ("" if cond else "not ", count, desc))
-    if not cond:
-        failed += 1
-        for line in str(diag).splitlines()[-20:]:
-            print("# " + line)
-    sys.stdout.flush()
-    return cond
 
 
 def example_code():
@@ -63,7 +52,7 @@ def main():
     ok(ran and printed.getvalue().startswith("step "),
        "the ctypes example of docs/planner.md runs: %s" % printed.getvalue().strip(), err)
     if not ran:
-        print("1..%d" % count)
+        tap.plan()
         return 1
 
     groups, step_s = ns["plan_batch"]([393216, 5120, 812] + [2048] * 200)
@@ -92,8 +81,8 @@ def main():
         else:
             got = ctypes.sizeof(ns[mirrors[key]])
             ok(got == value, "sizeof(%s): ctypes %d, C %d" % (key, got, value))
-    print("1..%d" % count)
-    return 1 if failed else 0
+    tap.plan()
+    return 1 if tap.failed else 0
 
 
 if __name__ == "__main__":

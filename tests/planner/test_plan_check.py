@@ -14,32 +14,14 @@ import sys
 import shutil
 import tempfile
 
+import taplib as tap  # tests/planner/taplib.py, beside this script
+from taplib import ok, skip
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("NSP_TOP_SRCDIR") or os.path.dirname(os.path.dirname(HERE))
 BUILD = os.environ.get("NSP_TOP_BUILDDIR") or SRC
 CHECKER = os.path.join(SRC, "tools", "plan_check.py")
 DATA = os.path.join(SRC, "tests", "planner", "data")
-
-count = 0
-failed = 0
-
-
-def ok(cond, desc, diag=""):
-    global count, failed
-    count += 1
-    print("%sok %d - %s" % ("" if cond else "not ", count, desc))
-    if not cond:
-        failed += 1
-        for line in str(diag).splitlines()[-20:]:
-            print("# " + line)
-    sys.stdout.flush()
-    return cond
-
-
-def skip(desc, reason):
-    global count
-    count += 1
-    print("ok %d - %s # SKIP %s" % (count, desc, reason))
 
 
 def check(*args):
@@ -148,7 +130,7 @@ def main():
 
     gen = program("tests/planner/gen_plans")
     if not ok(gen is not None, "tests/planner/gen_plans is built", BUILD):
-        print("1..%d" % count)
+        tap.plan()
         shutil.rmtree(tmp, ignore_errors=True)
         return 1
     p = subprocess.run([gen, tmp, "4", "7"], stdout=subprocess.PIPE,
@@ -311,12 +293,12 @@ def main():
         ok(p.returncode == 1 and "no-such-workload" in p.stderr,
            "a missing workload fails naming it", p.stderr)
 
-    print("1..%d" % count)
-    if not failed:
+    tap.plan()
+    if not tap.failed:
         shutil.rmtree(tmp, ignore_errors=True)
     else:
         print("# inputs kept in %s" % tmp)
-    return 1 if failed else 0
+    return 1 if tap.failed else 0
 
 
 if __name__ == "__main__":

@@ -7,6 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+int pc_seed_count(int argc, char **argv, int fallback)
+{
+    const char *env = getenv("NSP_TEST_SEEDS");
+
+    return argc > 1 ? atoi(argv[1]) : (env != NULL ? atoi(env) : fallback);
+}
+
 uint64_t pc_next(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);

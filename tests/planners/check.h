@@ -11,6 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** The seeds a randomized test runs: its first argument, else
+ * $NSP_TEST_SEEDS, else `fallback`. */
+int pc_seed_count(int argc, char **argv, int fallback);
+
 /** splitmix64: deterministic, portable. */
 uint64_t pc_next(uint64_t *state);
 double   pc_unit(uint64_t *state);

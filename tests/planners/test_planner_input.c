@@ -24,6 +24,15 @@ static nsp_planner_params_t params_of(nsp_planner_kind_t kind)
     return p;
 }
 
+/* Parameters of `kind` that set the fields in `mask` (the caller fills them). */
+static nsp_planner_params_t params_with(nsp_planner_kind_t kind, uint64_t mask)
+{
+    nsp_planner_params_t p = params_of(kind);
+
+    p.field_mask = mask;
+    return p;
+}
+
 static int has(const char *text, const char *needle)
 {
     return strstr(text, needle) != NULL;
@@ -128,22 +137,18 @@ static void test_bad_params(void)
     static const int     not_nesting[3] = {1, 4, 2};
     static const int     invalid[2] = {1, 3};
 
-    p = params_of(NSP_PLANNER_STATIC);
-    p.field_mask = NSP_PLANNER_FIELD_STATIC_DEGREE;
+    p = params_with(NSP_PLANNER_STATIC, NSP_PLANNER_FIELD_STATIC_DEGREE);
     p.static_degree = 3;
     expect_param_error(p, NSP_ERR_INVALID_ARG, "static_degree=3", "static degree 3 (32 heads)");
     p.static_degree = 64;
     expect_param_error(p, NSP_ERR_INVALID_ARG, "static_degree=64", "static degree above the heads");
-    p = params_of(NSP_PLANNER_STATIC);
-    p.field_mask = NSP_PLANNER_FIELD_STATIC_RECOMPUTE;
+    p = params_with(NSP_PLANNER_STATIC, NSP_PLANNER_FIELD_STATIC_RECOMPUTE);
     p.static_recompute = 2;
     expect_param_error(p, NSP_ERR_INVALID_ARG, "static_recompute=2", "static recompute 2");
-    p = params_of(NSP_PLANNER_DISJOINT);
-    p.field_mask = NSP_PLANNER_FIELD_TIME_LIMIT;
+    p = params_with(NSP_PLANNER_DISJOINT, NSP_PLANNER_FIELD_TIME_LIMIT);
     p.time_limit_s = -1.0;
     expect_param_error(p, NSP_ERR_INVALID_ARG, "time_limit_s", "a negative time limit");
-    p = params_of(NSP_PLANNER_NESTED);
-    p.field_mask = NSP_PLANNER_FIELD_LEVEL_DEGREES;
+    p = params_with(NSP_PLANNER_NESTED, NSP_PLANNER_FIELD_LEVEL_DEGREES);
     p.nlevels = 3;
     p.level_degrees = not_nesting;
     expect_param_error(p, NSP_ERR_INVALID_ARG, "ascend", "levels that do not nest");
@@ -152,12 +157,10 @@ static void test_bad_params(void)
     expect_param_error(p, NSP_ERR_INVALID_ARG, "level_degrees[1]=3", "a level of degree 3");
     p.nlevels = 0;
     expect_param_error(p, NSP_ERR_INVALID_ARG, "nlevels=0", "zero levels");
-    p = params_of(NSP_PLANNER_NESTED);
-    p.field_mask = NSP_PLANNER_FIELD_MAX_ROUNDS;
+    p = params_with(NSP_PLANNER_NESTED, NSP_PLANNER_FIELD_MAX_ROUNDS);
     p.max_rounds = 0;
     expect_param_error(p, NSP_ERR_INVALID_ARG, "max_rounds=0", "zero rounds");
-    p = params_of(NSP_PLANNER_NESTED);
-    p.field_mask = NSP_PLANNER_FIELD_ENABLE_RING;
+    p = params_with(NSP_PLANNER_NESTED, NSP_PLANNER_FIELD_ENABLE_RING);
     p.enable_ring = -1;
     expect_param_error(p, NSP_ERR_INVALID_ARG, "enable_ring=-1", "enable_ring -1");
 }
@@ -181,8 +184,8 @@ static void test_params_honoured(void)
     nsp_planner_params_t p;
     int              ok;
 
-    p = params_of(NSP_PLANNER_STATIC);
-    p.field_mask = NSP_PLANNER_FIELD_STATIC_DEGREE | NSP_PLANNER_FIELD_STATIC_RECOMPUTE;
+    p = params_with(NSP_PLANNER_STATIC,
+                    NSP_PLANNER_FIELD_STATIC_DEGREE | NSP_PLANNER_FIELD_STATIC_RECOMPUTE);
     p.static_degree = 32;
     p.static_recompute = 1;
     tap_is_int(nsp_plan_create(&model, &cluster, lens, n, &p, &plan), NSP_OK,
@@ -198,8 +201,7 @@ static void test_params_honoured(void)
     nsp_plan_free(plan);
     plan = NULL;
 
-    p = params_of(NSP_PLANNER_NESTED);
-    p.field_mask = NSP_PLANNER_FIELD_LEVEL_DEGREES;
+    p = params_with(NSP_PLANNER_NESTED, NSP_PLANNER_FIELD_LEVEL_DEGREES);
     p.nlevels = 3;
     p.level_degrees = levels;
     tap_is_int(nsp_plan_create(&model, &cluster, lens, n, &p, &plan), NSP_OK,
@@ -215,8 +217,7 @@ static void test_params_honoured(void)
     nsp_plan_free(plan);
     plan = NULL;
 
-    p = params_of(NSP_PLANNER_NESTED);
-    p.field_mask = NSP_PLANNER_FIELD_MAX_ROUNDS;
+    p = params_with(NSP_PLANNER_NESTED, NSP_PLANNER_FIELD_MAX_ROUNDS);
     p.max_rounds = 1;
     tap_is_int(nsp_plan_create(&model, &cluster, lens, n, &p, &plan), NSP_OK,
                "nested with at most one round plans (recomputing where memory needs it)");
@@ -232,9 +233,9 @@ static void test_params_honoured(void)
     nsp_plan_free(plan);
     plan = NULL;
 
-    p = params_of(NSP_PLANNER_STATIC);
-    p.field_mask = NSP_PLANNER_FIELD_STATIC_DEGREE | NSP_PLANNER_FIELD_STATIC_RECOMPUTE |
-                   NSP_PLANNER_FIELD_MAX_ROUNDS;
+    p = params_with(NSP_PLANNER_STATIC, NSP_PLANNER_FIELD_STATIC_DEGREE |
+                                            NSP_PLANNER_FIELD_STATIC_RECOMPUTE |
+                                            NSP_PLANNER_FIELD_MAX_ROUNDS);
     p.static_degree = 32;
     p.static_recompute = 0;
     p.max_rounds = 1;

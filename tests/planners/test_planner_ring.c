@@ -466,9 +466,8 @@ static void test_params(void)
 
 int main(int argc, char **argv)
 {
-    const char *env = getenv("NSP_TEST_SEEDS");
-    const int   seeds = argc > 1 ? atoi(argv[1]) : (env != NULL ? atoi(env) : DEFAULT_SEEDS);
-    tally_t     t;
+    const int seeds = pc_seed_count(argc, argv, DEFAULT_SEEDS);
+    tally_t   t;
 
     memset(&t, 0, sizeof(t));
     for (int seed = 0; seed < seeds; ++seed) {

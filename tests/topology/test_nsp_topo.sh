@@ -1,24 +1,9 @@
 #!/bin/sh
 # perf/nsp_topo on the XML fixtures: prints the summary and suggested levels,
 # and fails cleanly (exit 1, message, no crash) on a malformed XML.
-top_srcdir=${NSP_TOP_SRCDIR:-.}
-top_builddir=${NSP_TOP_BUILDDIR:-.}
+. "${NSP_TOP_SRCDIR:-.}/tests/tap.sh" # top_srcdir, top_builddir, n, fail, check
 tool="$top_builddir/perf/nsp_topo"
 fixtures="$top_srcdir/tests/topology"
-n=0
-fail=0
-
-check() { # check DESCRIPTION COMMAND...: "ok" when the command succeeds
-    desc=$1
-    shift
-    n=$((n + 1))
-    if "$@"; then
-        echo "ok $n - $desc"
-    else
-        echo "not ok $n - $desc"
-        fail=1
-    fi
-}
 
 if [ ! -x "$tool" ]; then
     echo "1..0 # SKIP $tool not built"
