@@ -16,7 +16,11 @@
  *              exchange and unpack included), sequence-to-head
  *   serial     the same, levels one after another
  *   levels     each level alone (a plan holding only the groups of one degree,
- *              level 0's local copy included), times summed
+ *              level 0's local copy included), the levels called one after
+ *              another in every timed call, so the time is their sum as a
+ *              step would pay it; rows level-dN give each level timed back to
+ *              back on its own (its data stays warm in cache between calls,
+ *              which flatters a small level)
  *   flat       the same batch as one group of all N ranks (static SP of
  *              degree N): a flat all-to-all over all ranks
  *   tp-same    this library's transport alltoallv over the world carrying
@@ -326,6 +330,9 @@ struct runner {
     size_t           *wc;      /* [4N] world counts/displacements */
     char             *wsend, *wrecv;
     int              *ic;      /* [4N] the same as int for MPI */
+    /* levels: the level runners, called in turn (not owned) */
+    runner_t         *parts;
+    int               nparts;
 };
 
 /* The s2h send counts of level l of `lay` (bytes to each peer of the
@@ -448,6 +455,38 @@ static double nested_check(perf_ctx_t *c, runner_t *r)
         wrong += memcmp(r->src + (size_t)k * e, r->back + (size_t)k * e, e) != 0;
     }
     return wrong;
+}
+
+/* "levels": every level alone, one after another. */
+static void levels_call(perf_ctx_t *c, runner_t *r)
+{
+    for (int k = 0; k < r->nparts; ++k) {
+        r->parts[k].call(c, &r->parts[k]);
+    }
+}
+
+static double levels_check(perf_ctx_t *c, runner_t *r)
+{
+    double wrong = 0;
+
+    for (int k = 0; k < r->nparts; ++k) {
+        wrong += r->parts[k].check(c, &r->parts[k]);
+    }
+    return wrong;
+}
+
+/* r runs the nparts level runners at parts (set up, owned by the caller). */
+static void levels_init(runner_t *r, runner_t *parts, int nparts)
+{
+    memset(r, 0, sizeof(*r));
+    r->name   = "levels";
+    r->call   = levels_call;
+    r->check  = levels_check;
+    r->parts  = parts;
+    r->nparts = nparts;
+    for (int k = 0; k < nparts; ++k) {
+        r->offrank += parts[k].offrank;
+    }
 }
 
 static void nested_init(perf_ctx_t *c, runner_t *r, const char *name, const nsp_plan_t *plan,
@@ -1014,7 +1053,8 @@ static int run_rank(perf_ctx_t *c)
         perf_row_t   rows[PERF_MAX_METHODS], all[48], lvrows[32];
         runner_t     run[48];
         char         lvnames[32][16];
-        int          nrun = 0, first_level, flat_at, tp_at, mpi_at = -1, mpack_at = -1;
+        int          nrun = 0, first_level, levels_at, flat_at, tp_at, mpi_at = -1;
+        int          mpack_at = -1;
 
         memset(rows, 0, sizeof(rows));
         memset(all, 0, sizeof(all));
@@ -1032,6 +1072,10 @@ static int run_rank(perf_ctx_t *c)
                         l < 32; ++l) {
             snprintf(lvnames[l], sizeof(lvnames[l]), "level-d%d", plans.degree[l]);
             nested_init(c, &run[nrun++], lvnames[l], plans.level[l], 0);
+        }
+        levels_at = nrun;
+        if (levels_at > first_level) {
+            levels_init(&run[nrun++], &run[first_level], levels_at - first_level);
         }
         flat_at = nrun;
         if (method_on(c, "flat")) {
@@ -1056,15 +1100,11 @@ static int run_rank(perf_ctx_t *c)
         if (first_level > 1) {
             rows[1] = all[1];
         }
-        if (flat_at > first_level) { /* levels: the sum of each level alone */
-            rows[2].valid = 1;
-            rows[2].wrong = 0;
-            for (int k = first_level; k < flat_at; ++k) {
-                rows[2].time_us += all[k].time_us;
-                rows[2].wrong   += all[k].wrong > 0 ? all[k].wrong : 0;
+        if (levels_at > first_level) { /* levels in turn, and each level alone */
+            rows[2] = all[levels_at];
+            for (int k = first_level; k < levels_at; ++k) {
                 lvrows[k - first_level] = all[k];
             }
-            rows[2].busbw = rows[0].busbw * rows[0].time_us / rows[2].time_us;
         }
         if (tp_at > flat_at) {
             rows[3] = all[flat_at];
@@ -1106,7 +1146,7 @@ static int run_rank(perf_ctx_t *c)
             for (int m = 0; m < PERF_MAX_METHODS; ++m) {
                 print_row(c, &rows[m]);
                 json_row(j, c, &rows[m], &first_row);
-                for (int k = 0; m == 2 && rows[2].valid && k < flat_at - first_level; ++k) {
+                for (int k = 0; m == 2 && rows[2].valid && k < levels_at - first_level; ++k) {
                     print_row(c, &lvrows[k]); /* each level alone, under "levels" */
                     json_row(j, c, &lvrows[k], &first_row);
                 }

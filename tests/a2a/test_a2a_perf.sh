@@ -6,7 +6,7 @@ top_build=${NSP_TOP_BUILDDIR:-.}
 perf="$top_build/perf/nsp_a2a_perf"
 out=$(mktemp) json=$(mktemp)
 trap 'rm -f "$out" "$json"' EXIT
-echo "1..5"
+echo "1..6"
 if [ ! -x "$perf" ]; then
     echo "not ok 1 - $perf is built"; exit 0
 fi
@@ -29,3 +29,9 @@ else
     echo "ok 4 # SKIP python3 not found"
 fi
 grep -q "^# pipelined levels:" "$out" && echo "ok 5 - footer with the pipelining ratios" || echo "not ok 5 - footer"
+# The plan has several levels: the levels row (each level as its own call,
+# in turn) and one row per level under it, for both sizes, none wrong.
+nl=$(grep -cE "^  levels +[0-9]+ .* 0$" "$out")
+nd=$(grep -cE "^  level-d[0-9]+ +[0-9]+ .* 0$" "$out")
+[ "$nl" -eq 2 ] && [ "$nd" -ge 4 ] && echo "ok 6 - levels row and per-level rows, 0 wrong ($nd level rows)" ||
+    echo "not ok 6 - $nl levels rows, $nd level-dN rows with 0 wrong"
