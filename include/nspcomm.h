@@ -562,6 +562,44 @@ nsp_status_t nsp_comm_barrier(nsp_comm_t *comm);
 nsp_status_t nsp_comm_allgather(nsp_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes);
 
+/**
+ * Mapped host memory, as ncclMemAlloc + buffer registration on the host:
+ * every rank of the world allocates `bytes` (at least 1; may differ between
+ * ranks) and every rank on the same host maps the others' regions, so the
+ * nested all-to-all reads a peer's source directly instead of sending it
+ * (docs/a2a.md, "Mapped sources"): one copy per byte. A buffer is used
+ * that way only by a post with nsp_a2a_params_t.mapped = 1, and only at a
+ * level where the src lies inside such a region on every rank of the
+ * level's group and every rank of it maps the others; any other level
+ * takes the usual path.
+ *
+ * Collective over the world, in the same order on every rank (like the
+ * other collectives). Every rank learns whether any rank failed, so all
+ * return the same status and either all or none allocated. On success
+ * *ptr is this rank's region (page aligned, contents undefined), owned by
+ * the library until nsp_mem_free() or nsp_comm_destroy() (which frees what
+ * is left); *ptr is untouched on error.
+ * Backends: ucx (UCP_MEM_MAP_ALLOCATE: shared memory where UCX can; a
+ * peer on another host, or one the transports cannot map, is simply not
+ * mapped). nccl: NSP_ERR_UNSUPPORTED.
+ * Errors: NSP_ERR_INVALID_ARG (NULL comm or ptr; bytes 0 on some rank: the
+ * message names it), NSP_ERR_NO_MEMORY, NSP_ERR_BACKEND (UCX could not
+ * allocate on some rank), NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED,
+ * NSP_ERR_UNSUPPORTED.
+ */
+nsp_status_t nsp_mem_alloc(nsp_comm_t *comm, size_t bytes, void **ptr);
+
+/**
+ * Free a region of nsp_mem_alloc(). Collective: every rank passes its own
+ * pointer from the same nsp_mem_alloc() call, after every operation that
+ * reads or writes it has completed on every rank. NULL, a pointer that
+ * nsp_mem_alloc() did not return (or already freed), or ranks naming
+ * different calls: NSP_ERR_INVALID_ARG on every rank, and nothing is freed.
+ * Errors: also NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED (the region is freed
+ * here anyway), NSP_ERR_UNSUPPORTED (nccl).
+ */
+nsp_status_t nsp_mem_free(nsp_comm_t *comm, void *ptr);
+
 /*
  * Requests: every non-blocking operation of nspcomm (a ring step, one level
  * of the nested all-to-all, ...) returns one nsp_request_t per completion.
@@ -1042,7 +1080,7 @@ typedef enum nsp_a2a_replicas {
  * same order (like any collective), also a rank whose layout has level 0
  * only. With the agreement check on (the default), the call first
  * allgathers over the world a hash of the round's plan and of (direction,
- * heads, head_dim, elem_size, replicas, the in-place threshold), and fails
+ * heads, head_dim, elem_size, replicas, the in-place threshold, mapped), and fails
  * with NSP_ERR_MISMATCH on every rank when any two ranks differ, so ranks
  * that read different plans are told so instead of exchanging garbage.
  */
@@ -1052,7 +1090,8 @@ enum {
     NSP_A2A_FIELD_STREAM   = 1u << 0,
     NSP_A2A_FIELD_REPLICAS = 1u << 1,
     NSP_A2A_FIELD_SERIAL   = 1u << 2,
-    NSP_A2A_FIELD_CHECK    = 1u << 3
+    NSP_A2A_FIELD_CHECK    = 1u << 3,
+    NSP_A2A_FIELD_MAPPED   = 1u << 4
 };
 
 typedef struct nsp_a2a_params {
@@ -1069,6 +1108,18 @@ typedef struct nsp_a2a_params {
                                         measure what pipelining buys); default 0 */
     int                check;      /**< 0: skip the agreement check (the caller ran
                                         nsp_layout_check() for this round); default 1 */
+    int                mapped;     /**< 1: src was allocated with nsp_mem_alloc() on every
+                                        rank; levels whose group shares a host read the
+                                        peers' sources in place (one copy per byte, no
+                                        send; docs/a2a.md "Mapped sources"). A level where
+                                        some rank's src is not inside one region, or some
+                                        peer is not mapped, exchanges as usual on every
+                                        rank of its group. src stays borrowed (peers read
+                                        it) until the level's request completes on this
+                                        rank. Host path only (the CUDA path:
+                                        NSP_ERR_UNSUPPORTED). Default 0: no announce,
+                                        exactly the ordinary exchange. Must be the same on
+                                        every rank (part of the agreement check) */
 } nsp_a2a_params_t;
 
 /**

@@ -14,6 +14,9 @@
  * holds size * N bytes, keeping the plan's groups. Methods, one row each:
  *   nested     the nested all-to-all of round 0, levels pipelined (pack,
  *              exchange and unpack included), sequence-to-head
+ *   nested-mapped  the same with its buffers from nsp_mem_alloc and
+ *              params.mapped = 1: same-host peers read each other's sources
+ *              directly (one copy per byte); `nested` passes mapped = 0
  *   serial     the same, levels one after another
  *   levels     each level alone (a plan holding only the groups of one degree,
  *              level 0's local copy included), the levels called one after
@@ -317,6 +320,7 @@ struct runner {
     double      offrank;   /* bytes this rank sends to other ranks per call */
     double      t_sum;     /* seconds over the timed calls on this rank */
     /* nested all-to-all (and the layout of mpi+pack) */
+    int               mapped;  /* src and dst from nsp_mem_alloc */
     nsp_layout_t     *lay;
     nsp_layout_info_t info;
     char             *src, *dst, *back;
@@ -490,7 +494,7 @@ static void levels_init(runner_t *r, runner_t *parts, int nparts)
 }
 
 static void nested_init(perf_ctx_t *c, runner_t *r, const char *name, const nsp_plan_t *plan,
-                        int serial)
+                        int serial, int mapped)
 {
     size_t  e = c->opts.elem, tok = (size_t)c->opts.heads * c->opts.head_dim * e;
     int64_t rows;
@@ -502,16 +506,28 @@ static void nested_init(perf_ctx_t *c, runner_t *r, const char *name, const nsp_
     PCHECK(c, nsp_layout_create(plan, 0, c->rank, &r->lay), "layout");
     nsp_layout_query(r->lay, &r->info);
     PCHECK(c, nsp_layout_head_rows(r->lay, c->opts.heads, &rows), "head rows");
-    r->src  = xmalloc((size_t)r->info.local_tokens * tok);
     r->back = xmalloc((size_t)r->info.local_tokens * tok);
-    r->dst  = xmalloc((size_t)rows * (size_t)c->opts.head_dim * e);
+    r->mapped = mapped;
+    if (mapped) { /* s2h reads src, h2s (the check) reads dst: both mapped */
+        void *src, *dst;
+        PCHECK(c, nsp_mem_alloc(c->comm, (size_t)r->info.local_tokens * tok + 1, &src),
+               "nsp_mem_alloc (sequence-sharded)");
+        PCHECK(c, nsp_mem_alloc(c->comm, (size_t)rows * (size_t)c->opts.head_dim * e + 1, &dst),
+               "nsp_mem_alloc (head-sharded)");
+        r->src = src;
+        r->dst = dst;
+    } else {
+        r->src = xmalloc((size_t)r->info.local_tokens * tok);
+        r->dst = xmalloc((size_t)rows * (size_t)c->opts.head_dim * e);
+    }
     r->reqs = xmalloc(sizeof(*r->reqs) * (size_t)r->info.nlevels);
     fill_seq(c, r->lay, r->src);
     memset(r->dst, 0, (size_t)rows * (size_t)c->opts.head_dim * e);
     memset(r->back, 0, (size_t)r->info.local_tokens * tok);
     PCHECK(c, nsp_layout_check(c->tree, r->lay), "layout check");
-    r->p.field_mask = NSP_A2A_FIELD_SERIAL | NSP_A2A_FIELD_CHECK;
+    r->p.field_mask = NSP_A2A_FIELD_SERIAL | NSP_A2A_FIELD_CHECK | NSP_A2A_FIELD_MAPPED;
     r->p.serial     = serial;
+    r->p.mapped     = mapped; /* only nested-mapped announces and reads in place */
     r->p.check      = 0; /* checked once above; timed without the allgather */
     r->p.direction  = NSP_A2A_SEQ_TO_HEAD;
     r->p.heads      = c->opts.heads;
@@ -751,8 +767,13 @@ static void mpack_init(perf_ctx_t *c, runner_t *r, const nsp_plan_t *plan)
 }
 #endif
 
-static void runner_free(runner_t *r)
+static void runner_free(perf_ctx_t *c, runner_t *r)
 {
+    if (r->mapped) { /* collective: every rank frees its runners in one order */
+        PCHECK(c, nsp_mem_free(c->comm, r->src), "nsp_mem_free");
+        PCHECK(c, nsp_mem_free(c->comm, r->dst), "nsp_mem_free");
+        r->src = r->dst = NULL;
+    }
     for (int l = 1; r->ml != NULL && l < r->info.nlevels; ++l) {
         free(r->ml[l].sb);
     }
@@ -845,9 +866,9 @@ static const char *type_name(size_t elem)
 
 static void print_header(const perf_ctx_t *c)
 {
-    printf("#\n# %-9s %12s %12s %6s %10s %8s %8s %8s\n", "method", "size(B)", "count",
+    printf("#\n# %-13s %12s %12s %6s %10s %8s %8s %8s\n", "method", "size(B)", "count",
            "type", "time(us)", "algbw", "busbw", "#wrong");
-    printf("# %-9s %12s %12s %6s %10s %8s %8s %8s\n", "", "", "(elements)", "", "",
+    printf("# %-13s %12s %12s %6s %10s %8s %8s %8s\n", "", "", "(elements)", "", "",
            "(GB/s)", "(GB/s)", "");
     (void)c;
 }
@@ -864,7 +885,7 @@ static void print_row(const perf_ctx_t *c, const perf_row_t *r)
     } else {
         snprintf(wrong, sizeof(wrong), "%.0f", r->wrong);
     }
-    printf("  %-9s %12zu %12zu %6s %10.1f %8.3f %8.3f %8s\n", r->method, r->bytes,
+    printf("  %-13s %12zu %12zu %6s %10.1f %8.3f %8.3f %8s\n", r->method, r->bytes,
            r->bytes / c->opts.elem, type_name(c->opts.elem), r->time_us, r->algbw, r->busbw,
            wrong);
 }
@@ -1016,9 +1037,9 @@ static int run_rank(perf_ctx_t *c)
     int         first_row = 1, nsizes = 0;
     double      sum_bus[PERF_MAX_METHODS] = {0}, wrong_total = 0;
     const char *names[PERF_MAX_METHODS] = {"nested", "serial", "levels", "flat", "tp-same",
-                                           "mpi", "mpi+pack"};
+                                           "mpi", "mpi+pack", "nested-mapped"};
     double      pipe_vs_levels_min = INFINITY, pipe_vs_serial_min = INFINITY;
-    double      min_ratio_mpi = INFINITY;
+    double      min_ratio_mpi = INFINITY, min_ratio_mapped = INFINITY;
 
     PCHECK(c, nsp_tree_create(c->comm, NULL, 0, &c->tree), "tree");
     real = make_real_plan(c);
@@ -1054,7 +1075,7 @@ static int run_rank(perf_ctx_t *c)
         runner_t     run[48];
         char         lvnames[32][16];
         int          nrun = 0, first_level, levels_at, flat_at, tp_at, mpi_at = -1;
-        int          mpack_at = -1;
+        int          mpack_at = -1, mapped_at = -1;
 
         memset(rows, 0, sizeof(rows));
         memset(all, 0, sizeof(all));
@@ -1063,15 +1084,15 @@ static int run_rank(perf_ctx_t *c)
             rows[m].bytes  = bytes;
         }
         plans_make(c, real, bytes, &plans);
-        nested_init(c, &run[nrun++], "nested", plans.nested, 0); /* always: the reference */
+        nested_init(c, &run[nrun++], "nested", plans.nested, 0, 0); /* always: the reference */
         if (method_on(c, "serial")) {
-            nested_init(c, &run[nrun++], "serial", plans.nested, 1);
+            nested_init(c, &run[nrun++], "serial", plans.nested, 1, 0);
         }
         first_level = nrun;
         for (int l = 0; method_on(c, "levels") && plans.nlevels > 1 && l < plans.nlevels &&
                         l < 32; ++l) {
             snprintf(lvnames[l], sizeof(lvnames[l]), "level-d%d", plans.degree[l]);
-            nested_init(c, &run[nrun++], lvnames[l], plans.level[l], 0);
+            nested_init(c, &run[nrun++], lvnames[l], plans.level[l], 0, 0);
         }
         levels_at = nrun;
         if (levels_at > first_level) {
@@ -1079,7 +1100,7 @@ static int run_rank(perf_ctx_t *c)
         }
         flat_at = nrun;
         if (method_on(c, "flat")) {
-            nested_init(c, &run[nrun++], "flat", plans.flat, 0);
+            nested_init(c, &run[nrun++], "flat", plans.flat, 0, 0);
         }
         tp_at = nrun;
         if (method_on(c, "tp-same")) {
@@ -1095,6 +1116,10 @@ static int run_rank(perf_ctx_t *c)
             mpack_init(c, &run[nrun++], plans.nested);
         }
 #endif
+        if (method_on(c, "nested-mapped")) {
+            mapped_at = nrun;
+            nested_init(c, &run[nrun++], "nested-mapped", plans.nested, 0, 1);
+        }
         time_runners(c, run, nrun, bytes, all);
         rows[0] = all[0];
         if (first_level > 1) {
@@ -1118,11 +1143,14 @@ static int run_rank(perf_ctx_t *c)
         if (mpack_at >= 0) {
             rows[6] = all[mpack_at];
         }
+        if (mapped_at >= 0) {
+            rows[7] = all[mapped_at];
+        }
         for (int m = 0; m < PERF_MAX_METHODS; ++m) {
             rows[m].method = names[m];
         }
         for (int k = 0; k < nrun; ++k) {
-            runner_free(&run[k]);
+            runner_free(c, &run[k]);
         }
         plans_free(&plans);
         for (int m = 0; m < PERF_MAX_METHODS; ++m) {
@@ -1141,6 +1169,9 @@ static int run_rank(perf_ctx_t *c)
         if (rows[5].valid) {
             min_ratio_mpi = fmin(min_ratio_mpi, ratio(&rows[0], &rows[5]));
         }
+        if (rows[5].valid && rows[7].valid) {
+            min_ratio_mapped = fmin(min_ratio_mapped, ratio(&rows[7], &rows[5]));
+        }
         ++nsizes;
         if (c->rank == 0) {
             for (int m = 0; m < PERF_MAX_METHODS; ++m) {
@@ -1158,6 +1189,8 @@ static int run_rank(perf_ctx_t *c)
                    rows[3].valid ? rows[3].time_us / rows[0].time_us : NAN,
                    rows[1].valid ? rows[1].time_us / rows[0].time_us : NAN,
                    rows[2].valid ? rows[2].time_us / rows[0].time_us : NAN);
+            printf("  %-9s nested-mapped/mpi busbw %.2fx, nested-mapped/nested %.2fx\n",
+                   "ratios", ratio(&rows[7], &rows[5]), ratio(&rows[7], &rows[0]));
             fflush(stdout);
         }
         if (c->opts.factor <= 1.0) {
@@ -1179,6 +1212,13 @@ static int run_rank(perf_ctx_t *c)
                    sum_bus[0] / sum_bus[5], min_ratio_mpi,
                    sum_bus[6] > 0 ? sum_bus[0] / sum_bus[6] : NAN, c->mpi_pml);
         }
+        printf("# nested-mapped vs mpi (avg busbw): ");
+        if (c->mpi && sum_bus[5] > 0 && sum_bus[7] > 0) {
+            printf("%.3fx (worst size %.3fx); ", sum_bus[7] / sum_bus[5], min_ratio_mapped);
+        } else {
+            printf("n/a (run under mpirun); ");
+        }
+        printf("nested-mapped vs nested %.3fx\n", sum_bus[7] > 0 ? sum_bus[7] / sum_bus[0] : NAN);
         printf("# pipelined levels: serial/pipelined time >= %.2fx, sum-of-levels/pipelined "
                ">= %.2fx over sizes\n", pipe_vs_serial_min, pipe_vs_levels_min);
         printf("#\n");
@@ -1192,6 +1232,11 @@ static int run_rank(perf_ctx_t *c)
             }
             fprintf(j, "}, \"nested_over_mpi_pack\": %.4f, ",
                     sum_bus[6] > 0 ? sum_bus[0] / sum_bus[6] : -1.0);
+            fprintf(j, "\"nested_mapped_over_mpi\": %.4f, \"nested_mapped_over_mpi_worst\": "
+                       "%.4f, \"nested_mapped_over_nested\": %.4f, ",
+                    sum_bus[5] > 0 && sum_bus[7] > 0 ? sum_bus[7] / sum_bus[5] : -1.0,
+                    isfinite(min_ratio_mapped) ? min_ratio_mapped : -1.0,
+                    sum_bus[7] > 0 ? sum_bus[7] / sum_bus[0] : -1.0);
             fprintf(j, "\"nested_over_mpi\": %.4f, \"nested_over_mpi_worst\": %.4f, "
                        "\"serial_over_pipelined_min\": %.4f, "
                        "\"levels_over_pipelined_min\": %.4f}\n}\n",
@@ -1433,7 +1478,8 @@ static void usage(void)
            "      --head-dim D         head dimension (model head_dim)\n"
            "      --elem 2|4           bytes per element (2: bf16)\n"
            "      --round R            plan round to measure (default: most levels)\n"
-           "      --methods LIST       comma list of serial,levels,flat,tp-same,mpi,mpi+pack\n"
+           "      --methods LIST       comma list of serial,levels,flat,tp-same,mpi,mpi+pack,\n"
+           "                           nested-mapped\n"
            "                           (default all; nested always runs)\n");
 }
 

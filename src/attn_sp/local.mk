@@ -34,6 +34,11 @@ check_PROGRAMS += tests/a2a/test_a2a_mp
 TESTS += tests/a2a/test_a2a_mp
 tests_a2a_test_a2a_mp_SOURCES = tests/a2a/test_a2a_mp.c
 tests_a2a_test_a2a_mp_LDADD = $(A2A_TEST_LIBS)
+# Mapped sources (nsp_mem_alloc, params.mapped) over UCX on loopback.
+check_PROGRAMS += tests/a2a/test_a2a_mapped
+TESTS += tests/a2a/test_a2a_mapped
+tests_a2a_test_a2a_mapped_SOURCES = tests/a2a/test_a2a_mapped.c
+tests_a2a_test_a2a_mapped_LDADD = $(A2A_TEST_LIBS)
 endif
 
 # perf/nsp_a2a_perf end to end on 4 forked ranks (small sizes).

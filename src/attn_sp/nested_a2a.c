@@ -35,6 +35,8 @@ static struct {
 } a2a_pool[A2A_POOL_MAX];
 static int a2a_pool_n;
 static int a2a_ops_live; /* operations not yet freed */
+/* levels of mapped posts that read in place / fell back (nsp_a2a_mapped_counts) */
+static uint64_t a2a_levels_mapped, a2a_levels_fell_back;
 
 static void *scratch_get(size_t size, size_t *cap)
 {
@@ -128,6 +130,17 @@ size_t nsp_a2a_direct_min(void)
     return cached;
 }
 
+nsp_status_t nsp_a2a_mapped_counts(uint64_t *mapped, uint64_t *fell_back)
+{
+    if (mapped != NULL) {
+        *mapped = a2a_levels_mapped;
+    }
+    if (fell_back != NULL) {
+        *fell_back = a2a_levels_fell_back;
+    }
+    return NSP_OK;
+}
+
 uint32_t nsp_a2a_part_tag(uint32_t post_seq, int degree_id, int part)
 {
     return NSP_TP_TAG(NSP_TP_TAG_CLASS_A2A, ((post_seq & 0x7ffu) << 13) |
@@ -136,10 +149,10 @@ uint32_t nsp_a2a_part_tag(uint32_t post_seq, int degree_id, int part)
 }
 
 uint64_t nsp_a2a_check_hash(uint64_t plan_hash, nsp_a2a_dir_t dir, int heads, int head_dim,
-                            size_t elem_size, nsp_a2a_replicas_t replicas)
+                            size_t elem_size, nsp_a2a_replicas_t replicas, int mapped)
 {
-    int64_t v[6] = {(int64_t)dir, heads, head_dim, (int64_t)elem_size, (int64_t)replicas,
-                    (int64_t)nsp_a2a_direct_min()};
+    int64_t v[7] = {(int64_t)dir, heads, head_dim, (int64_t)elem_size, (int64_t)replicas,
+                    (int64_t)nsp_a2a_direct_min(), mapped};
 
     return nsp_fnv1a(plan_hash, v, sizeof(v));
 }
@@ -167,7 +180,7 @@ nsp_status_t nsp_a2a_compare_hashes(const uint64_t *hashes, int nranks, const ch
     return nsp_error(NSP_ERR_MISMATCH, "%s: %d rank(s) (%s%s) differ from rank 0 (hash "
                      "%016llx on rank %d vs %016llx on rank 0); every rank must build its "
                      "layout from the same plan and round and pass the same direction, heads, "
-                     "head_dim, elem_size and replicas", what, ndiff, list,
+                     "head_dim, elem_size, replicas and mapped", what, ndiff, list,
                      ndiff > 8 ? ",..." : "", (unsigned long long)hashes[first], first,
                      (unsigned long long)hashes[0]);
 }
@@ -193,6 +206,21 @@ typedef struct a2a_part {
 
 /* Most direct parts per level (the tag has 8 bits for the part). */
 #define A2A_MAX_DIRECT 128
+/* Parts numbers of a mapped level's control messages (above any data part). */
+#define A2A_PART_ANNOUNCE 254
+#define A2A_PART_DONE     255
+
+/*
+ * What a rank tells each peer of a level that may read mapped sources
+ * (nsp_mem_alloc): whether its level source lies in a mapped region, and
+ * where. Sent as bytes between processes of one build.
+ */
+typedef struct a2a_desc {
+    uint32_t ok;      /* 1: [offset, offset + bytes) of region `region` is the source */
+    uint32_t region;  /* region id (nsp_tp_ops_t mem_find) */
+    uint64_t offset;  /* bytes into the region */
+    uint64_t bytes;   /* the level source's bytes (nsp_pack_src_bytes) */
+} a2a_desc_t;
 
 typedef struct a2a_level {
     nsp_request_t       req;          /* FIRST: the public request of this level */
@@ -219,6 +247,15 @@ typedef struct a2a_level {
     void               *send_scratch, *recv_scratch;
     size_t              send_cap, recv_cap;
     nsp_a2a_tps_t       tps;          /* transport requests in flight */
+    /* mapped sources (docs/a2a.md "Mapped sources"); only when `may_map` */
+    int                 may_map;      /* the group shares a mapped region: announce */
+    int                 mapped;       /* decided: every peer's source read directly */
+    nsp_a2a_tps_t       ctl;          /* the announce, then the "done" messages */
+    a2a_desc_t          mine;         /* what this rank announces */
+    a2a_desc_t         *descs;        /* [d] what each index announced */
+    unsigned char      *copied;       /* [d] index q's share already copied */
+    int                 spec_off;     /* an announce said no: copy nothing more early */
+    size_t             *ctl_counts;   /* [d] zeros: counts and displacements of "done" */
 } a2a_level_t;
 
 struct a2a_op {
@@ -236,6 +273,7 @@ struct a2a_op {
     nsp_a2a_replicas_t  replicas;
     uint32_t            post_seq;
     size_t              direct_min;     /* nsp_a2a_direct_min() at post */
+    int                 mapped;         /* params->mapped: levels may read mapped sources */
     const char         *src;
     char               *dst;
     a2a_level_t        *levels;         /* [nlevels] */
@@ -256,6 +294,10 @@ static void op_destroy(a2a_op_t *op)
     for (int l = 0; l < op->nlevels; ++l) {
         a2a_level_t *L = &op->levels[l];
         nsp_a2a_tps_free(&L->tps); /* abandons what is still in flight */
+        nsp_a2a_tps_free(&L->ctl);
+        free(L->descs);
+        free(L->copied);
+        free(L->ctl_counts);
         free(L->parts);
         free(L->counts);
         free(L->sels);
@@ -346,12 +388,163 @@ static nsp_status_t step_start(void *arg)
     return NSP_OK;
 }
 
-/* Level l > 0, second step: wait for the transport. */
+/* ---- mapped sources -------------------------------------------------------
+ *
+ * A level whose group shares a mapped region (nsp_mem_alloc) first
+ * announces where its source sits (one small message to each peer). Every
+ * index then holds the same d descriptors, so all decide alike: if every
+ * source is mapped and readable by the whole group, each rank copies its
+ * share straight out of the peers' sources (one copy per byte) and sends a
+ * zero-byte "done" to each; the level completes when its copies are done
+ * and every peer said done (so no one reads its source any more).
+ * Otherwise the level goes on exactly as without mapping.
+ */
+
+/* Level l > 0 with may_map, first step: announce this rank's source. */
+static nsp_status_t step_announce(void *arg)
+{
+    a2a_level_t   *L  = arg;
+    a2a_op_t      *op = L->op;
+    int            d = L->lv.degree, me = L->lv.index;
+    size_t         bytes, offset = 0;
+    uint32_t       region = 0;
+    nsp_tp_comm_t *w = op->world;
+
+    NSP_CHECK(nsp_pack_src_bytes(&L->view, op->dir, op->heads, op->row_bytes, me, &bytes));
+    L->mine.bytes  = bytes;
+    L->mine.ok     = bytes == 0 ||
+                     w->ops->mem_find(w, L->src, bytes, &region, &offset) == NSP_OK;
+    L->mine.region = region;
+    L->mine.offset = offset;
+    L->descs[me]   = L->mine;
+    NSP_TRACE("a2a post %u level %d: announcing at %.6f", op->post_seq, L->level, nsp_now_s());
+    /* one step per peer, so each announce is seen as soon as it arrives:
+     * step k sends to index me+k and receives from index me-k into descs */
+    for (int k = 1; k < d; ++k) {
+        int to = (me + k) % d, from = (me - k + d) % d, base = L->pairwise ? L->lv.rank0 : 0;
+        NSP_CHECK(L->tp->ops->sendrecv_post(
+            L->tp, &L->mine, sizeof(a2a_desc_t), base + to, &L->descs[from], sizeof(a2a_desc_t),
+            base + from, nsp_a2a_part_tag(op->post_seq, L->degree_id, A2A_PART_ANNOUNCE), NULL,
+            &L->ctl.reqs[L->ctl.n]));
+        L->ctl.seen[L->ctl.n] = L->ctl.reqs[L->ctl.n]->progress;
+        ++L->ctl.n;
+    }
+    return NSP_OK;
+}
+
+/* May index q's share be copied now, before every announce is in? Its own
+ * announce allows the mapped path (a later "no" from another index makes the
+ * level fall back, and the exchange then overwrites all of dst: early
+ * copies only ever write this rank's own dst, and read sources that stay
+ * borrowed until this rank took part in the level). */
+static nsp_status_t desc_ok(a2a_level_t *L, int q, int *yes)
+{
+    a2a_op_t         *op = L->op;
+    nsp_tp_comm_t    *w  = op->world;
+    const a2a_desc_t *D  = &L->descs[q];
+    size_t            want;
+
+    NSP_CHECK(nsp_pack_src_bytes(&L->view, op->dir, op->heads, op->row_bytes, q, &want));
+    *yes = D->ok && D->bytes == want;
+    if (*yes && want > 0) {
+        NSP_CHECK(w->ops->mem_group_mapped(w, D->region, L->lv.rank0, L->lv.degree, yes));
+    }
+    return NSP_OK;
+}
+
+/* Copy index q's share out of its mapped source into this rank's dst. */
+static nsp_status_t copy_from(a2a_level_t *L, int q)
+{
+    a2a_op_t         *op  = L->op;
+    nsp_tp_comm_t    *w   = op->world;
+    const a2a_desc_t *D   = &L->descs[q];
+    const void       *src = L->src;
+
+    if (D->bytes > 0 && q != L->lv.index) {
+        NSP_CHECK(w->ops->mem_peer_ptr(w, L->lv.rank0 + q, D->region, D->offset, D->bytes,
+                                       &src));
+    }
+    if (D->bytes > 0 || q == L->lv.index) {
+        NSP_CHECK(nsp_pack_copy_peer(&L->view, op->dir, op->heads, op->row_bytes, q, src,
+                                     L->dst));
+    }
+    L->copied[q] = 1;
+    return NSP_OK;
+}
+
+/* Level l > 0 with may_map, second step: copy from each peer whose announce
+ * arrived (and allowed it); once all are in, every index holds the same d
+ * announces and decides alike: all mapped -> say "done" to every peer;
+ * otherwise fall back to the exchange. */
+static nsp_status_t step_decide(void *arg)
+{
+    a2a_level_t  *L  = arg;
+    a2a_op_t     *op = L->op;
+    int           d = L->lv.degree, me = L->lv.index, yes;
+    const size_t *zero = L->ctl_counts;
+    nsp_status_t  status = nsp_a2a_tps_test(&L->ctl, &op->progress, &op->idle);
+
+    if (status < 0) {
+        return status;
+    }
+    /* k = 0: my own share; k >= 1: index me-k, whose announce arrived when
+     * request k-1 is done (and freed) */
+    for (int k = 0; k < d && L->ctl.n == d - 1 && !L->spec_off; ++k) {
+        int q = (me - k + d) % d;
+        if (k > 0 && L->ctl.reqs[k - 1] != NULL) {
+            continue;
+        }
+        if (!L->copied[q]) {
+            NSP_CHECK(desc_ok(L, q, &yes));
+            L->spec_off = !yes;
+            if (yes) {
+                NSP_CHECK(copy_from(L, q));
+            }
+        }
+    }
+    if (status == NSP_INPROGRESS) {
+        return status;
+    }
+    L->ctl.n = 0; /* every announce request is done and freed */
+    for (int q = 0, all = 1; q < d && all; ++q) {
+        NSP_CHECK(desc_ok(L, q, &all));
+        if (!all) {
+            NSP_DEBUG("a2a post %u level %d: index %d's source is not mapped for the whole "
+                      "group; exchanging through the transport", op->post_seq, L->level, q);
+            ++a2a_levels_fell_back;
+            return step_start(L);
+        }
+    }
+    for (int q = 0; q < d; ++q) {
+        if (!L->copied[q]) {
+            NSP_CHECK(copy_from(L, q));
+        }
+    }
+    L->mapped = 1;
+    ++a2a_levels_mapped;
+    NSP_TRACE("a2a post %u level %d: copied from mapped peers at %.6f", op->post_seq,
+              L->level, nsp_now_s());
+    /* zero bytes to and from every peer: "I no longer read your source" */
+    return nsp_a2a_tps_post(&L->ctl, L->tp, L->pairwise, &L->lv, &L->mine, zero, zero,
+                            L->descs, zero, zero,
+                            nsp_a2a_part_tag(op->post_seq, L->degree_id, A2A_PART_DONE), NULL);
+}
+
+/* Level l > 0, second step: wait for the transport (the parts, or a mapped
+ * level's "done" messages). */
 static nsp_status_t step_exchange(void *arg)
 {
     a2a_level_t *L      = arg;
     nsp_status_t status = nsp_a2a_tps_test(&L->tps, &L->op->progress, &L->op->idle);
+    nsp_status_t ctl;
 
+    if (status < 0) {
+        return status;
+    }
+    ctl = L->may_map ? nsp_a2a_tps_test(&L->ctl, &L->op->progress, &L->op->idle) : NSP_OK;
+    if (ctl != NSP_OK) {
+        return ctl;
+    }
     if (status == NSP_OK) {
         NSP_TRACE("a2a post %u level %d: exchanged at %.6f", L->op->post_seq, L->level,
                   nsp_now_s());
@@ -367,6 +560,9 @@ static nsp_status_t step_finish(void *arg)
     a2a_op_t    *op = L->op;
     nsp_status_t status = NSP_OK;
 
+    if (L->mapped) {
+        return NSP_OK; /* every byte was copied in place by step_decide */
+    }
     for (int k = 0; k < L->nparts && status == NSP_OK; ++k) {
         a2a_part_t *P = &L->parts[k];
         if (op->dir == NSP_A2A_SEQ_TO_HEAD) {
@@ -494,6 +690,11 @@ nsp_status_t nsp_a2a_prepare(nsp_tree_t *tree, const nsp_layout_t *layout,
     prep->serial   = (mask & NSP_A2A_FIELD_SERIAL) ? params->serial : 0;
     prep->check    = (mask & NSP_A2A_FIELD_CHECK) ? params->check : 1;
     prep->replicas = (mask & NSP_A2A_FIELD_REPLICAS) ? params->replicas : NSP_A2A_REPLICAS_FIRST;
+    prep->mapped   = (mask & NSP_A2A_FIELD_MAPPED) ? params->mapped : 0;
+    if (prep->mapped != 0 && prep->mapped != 1) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: mapped is %d; pass 0 or 1", what,
+                         prep->mapped);
+    }
     return NSP_OK;
 }
 
@@ -524,7 +725,8 @@ nsp_status_t nsp_a2a_agree(const nsp_a2a_prep_t *prep, const nsp_a2a_params_t *p
     return nsp_a2a_allgather_check(prep->world,
                                    nsp_a2a_check_hash(prep->info.plan_hash, params->direction,
                                                       params->heads, params->head_dim,
-                                                      params->elem_size, prep->replicas),
+                                                      params->elem_size, prep->replicas,
+                                                      prep->mapped),
                                    what);
 }
 
@@ -779,6 +981,37 @@ err_free_direct_st:
     return status_out;
 }
 
+/* May level L read mapped sources? Only if the post asked for it
+ * (params->mapped, the same on every rank: agreement hash), its whole group
+ * shares some mapped region (the same answer on every rank of the group:
+ * regions are allocated collectively) and the copy needs no sum of
+ * replicas. Then it gets room for the announce and "done" messages. */
+static nsp_status_t level_setup_mapped(a2a_level_t *L)
+{
+    a2a_op_t      *op = L->op;
+    nsp_tp_comm_t *w  = op->world;
+    int            d = L->lv.degree, yes = 0;
+
+    if (d < 2 || !op->mapped ||
+        (op->dir == NSP_A2A_HEAD_TO_SEQ && op->replicas == NSP_A2A_REPLICAS_SUM_F32)) {
+        return NSP_OK;
+    }
+    NSP_CHECK(w->ops->mem_group_mapped(w, NSP_TP_REGION_ANY, L->lv.rank0, d, &yes));
+    if (!yes) {
+        return NSP_OK;
+    }
+    L->descs      = calloc((size_t)d, sizeof(*L->descs));
+    L->copied     = calloc((size_t)d, 1);
+    L->ctl_counts = calloc((size_t)d, sizeof(size_t));
+    if (L->descs == NULL || L->copied == NULL || L->ctl_counts == NULL ||
+        nsp_a2a_tps_alloc(&L->ctl, 2 * (size_t)(d - 1)) != NSP_OK) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate the mapped "
+                         "path of level %d (degree %d)", L->level, d);
+    }
+    L->may_map = 1;
+    return NSP_OK;
+}
+
 static nsp_status_t level_setup(nsp_tree_t *tree, const nsp_layout_t *layout, a2a_op_t *op,
                                 int l)
 {
@@ -812,7 +1045,14 @@ static nsp_status_t level_setup(nsp_tree_t *tree, const nsp_layout_t *layout, a2
              L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world" : "tree group",
              L->lv.nseqs, L->nparts, level_direct_parts(L), level_bytes(L, 0),
              level_bytes(L, 1));
-    NSP_CHECK(nsp_levels_push(op->queues, l, step_start, L, "pack and post"));
+    NSP_CHECK(level_setup_mapped(L));
+    if (L->may_map) {
+        NSP_CHECK(nsp_levels_push(op->queues, l, step_announce, L, "announce mapped source"));
+        NSP_CHECK(nsp_levels_push(op->queues, l, step_decide, L,
+                                  "copy from mapped peers, or pack and post"));
+    } else {
+        NSP_CHECK(nsp_levels_push(op->queues, l, step_start, L, "pack and post"));
+    }
     NSP_CHECK(nsp_levels_push(op->queues, l, step_exchange, L, "exchange"));
     return nsp_levels_push(op->queues, l, step_finish, L, "unpack");
 }
@@ -914,6 +1154,7 @@ static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
     op->post_seq  = a2a_post_count++;
     op->direct_min = nsp_a2a_direct_min();
     op->gated     = gated;
+    op->mapped    = prep.mapped;
     op->src       = params->src;
     op->dst       = params->dst;
     op->levels    = calloc((size_t)nlevels, sizeof(*op->levels));
@@ -922,7 +1163,9 @@ static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
                            nlevels);
         goto err_destroy_op;
     }
-    NSP_CHECK_GOTO(nsp_levels_create(nlevels, gated ? 4 : 3,
+    /* steps of a level: [open,] pack and post (or announce, then copy or
+     * pack and post, when mapped), exchange, unpack */
+    NSP_CHECK_GOTO(nsp_levels_create(nlevels, 3 + (gated ? 1 : 0) + (prep.mapped ? 1 : 0),
                                      prep.serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
                                      &op->queues), status, err_destroy_op);
     for (int l = 0; l < nlevels; ++l) {

@@ -52,7 +52,7 @@ uint32_t nsp_a2a_part_tag(uint32_t post_seq, int degree_id, int part);
  * the exchange parameters. Pure.
  */
 uint64_t nsp_a2a_check_hash(uint64_t plan_hash, nsp_a2a_dir_t dir, int heads, int head_dim,
-                            size_t elem_size, nsp_a2a_replicas_t replicas);
+                            size_t elem_size, nsp_a2a_replicas_t replicas, int mapped);
 
 /**
  * Compare the allgathered hashes[nranks]: NSP_OK when all equal, else
@@ -79,5 +79,13 @@ nsp_status_t nsp_a2a_post_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
  * Errors: NSP_ERR_INVALID_ARG (not a host nested all-to-all level request).
  */
 nsp_status_t nsp_a2a_level_open(nsp_request_t *req);
+
+/**
+ * Levels of host posts with mapped = 1 since the process started that read
+ * their peers' sources in place (*mapped) and that fell back to the
+ * exchange because some rank of the group could not (*fell_back): what
+ * tests check. Either pointer may be NULL.
+ */
+nsp_status_t nsp_a2a_mapped_counts(uint64_t *mapped, uint64_t *fell_back);
 
 #endif /* NSP_ATTN_SP_NESTED_A2A_H_ */

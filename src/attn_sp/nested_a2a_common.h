@@ -24,6 +24,7 @@ typedef struct nsp_a2a_prep {
     int                serial;   /* NSP_A2A_FIELD_SERIAL (default 0) */
     int                check;    /* NSP_A2A_FIELD_CHECK (default 1) */
     nsp_a2a_replicas_t replicas; /* NSP_A2A_FIELD_REPLICAS (default REPLICAS_FIRST) */
+    int                mapped;   /* NSP_A2A_FIELD_MAPPED (default 0): 0 or 1 */
 } nsp_a2a_prep_t;
 
 /**

@@ -502,6 +502,11 @@ nsp_status_t nsp_a2a_post_cuda(nsp_tree_t *tree, const nsp_layout_t *layout,
                          "requests");
     }
     NSP_CHECK(nsp_a2a_prepare(tree, layout, params, CA_WHAT, &prep));
+    if (prep.mapped) {
+        return nsp_error(NSP_ERR_UNSUPPORTED, "%s: mapped = 1 reads peers' host memory from "
+                         "nsp_mem_alloc (UCX backend); pass mapped = 0 with device buffers",
+                         CA_WHAT);
+    }
     NSP_CHECK(ca_check_levels(layout, &prep.info));
     nlevels     = prep.info.nlevels;
     user_stream = (params->field_mask & NSP_A2A_FIELD_STREAM) ? params->stream : NULL;

@@ -7,6 +7,7 @@
 #include "attn_sp/pack.h"
 #include "common/log.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -384,6 +385,59 @@ nsp_status_t nsp_pack_seq_displs(const nsp_level_view_t *v, int j, int heads, si
     for (int q = 0; q < v->degree; ++q) {
         nsp_chunk_of(v->seq_len[j], v->degree, q, &start, &len);
         displs[q] = (size_t)(seq_off + start) * (size_t)h_me * row_bytes;
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_pack_src_bytes(const nsp_level_view_t *v, nsp_a2a_dir_t dir, int heads,
+                                size_t row_bytes, int q, size_t *bytes)
+{
+    int     first, h_q, r_q;
+    int64_t total = 0;
+
+    NSP_CHECK(nsp_head_share(heads, v->degree, q, &first, &h_q, &r_q));
+    if (dir == NSP_A2A_SEQ_TO_HEAD) {
+        *bytes = (size_t)level_chunk_tokens(v, NULL, q) * (size_t)heads * row_bytes;
+        return NSP_OK;
+    }
+    for (int j = 0; j < v->nseqs; ++j) {
+        total += v->seq_len[j];
+    }
+    *bytes = (size_t)total * (size_t)h_q * row_bytes;
+    return NSP_OK;
+}
+
+nsp_status_t nsp_pack_copy_peer(const nsp_level_view_t *v, nsp_a2a_dir_t dir, int heads,
+                                size_t row_bytes, int q, const void *peer_src, void *dst)
+{
+    int     me = v->index, first_me, h_me, r_me, first_q, h_q, r_q;
+    int64_t chunk_off = 0, seq_off = 0, start, len;
+
+    NSP_CHECK(nsp_head_share(heads, v->degree, me, &first_me, &h_me, &r_me));
+    NSP_CHECK(nsp_head_share(heads, v->degree, q, &first_q, &h_q, &r_q));
+    if (dir == NSP_A2A_HEAD_TO_SEQ && q % r_q != 0) {
+        return NSP_OK; /* the first replica of q's heads sends them */
+    }
+    for (int j = 0; j < v->nseqs; ++j) {
+        if (dir == NSP_A2A_SEQ_TO_HEAD) {
+            /* q's chunk of sequence j: rows [chunk_off, +len) of q's [L_q, H, D]
+             * -> my block [T, h_me, D] at token seq_off + start */
+            nsp_chunk_of(v->seq_len[j], v->degree, q, &start, &len);
+            copy_strided((char *)dst + (size_t)(seq_off + start) * (size_t)h_me * row_bytes,
+                         (char *)(uintptr_t)peer_src +
+                             (size_t)chunk_off * (size_t)heads * row_bytes,
+                         len, heads, first_me, h_me, row_bytes, 1);
+        } else {
+            /* my chunk of sequence j: q's block [T, h_q, D] at token
+             * seq_off + start -> rows [chunk_off, +len) of my [L_me, H, D] */
+            nsp_chunk_of(v->seq_len[j], v->degree, me, &start, &len);
+            copy_strided((char *)(uintptr_t)peer_src +
+                             (size_t)(seq_off + start) * (size_t)h_q * row_bytes,
+                         (char *)dst + (size_t)chunk_off * (size_t)heads * row_bytes, len,
+                         heads, first_q, h_q, row_bytes, 0);
+        }
+        chunk_off += len;
+        seq_off   += v->seq_len[j];
     }
     return NSP_OK;
 }

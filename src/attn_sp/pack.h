@@ -84,6 +84,28 @@ nsp_status_t nsp_pack_copy_self(const nsp_level_view_t *view, nsp_a2a_dir_t dir,
  *  replication)? Errors: as nsp_head_share(). */
 nsp_status_t nsp_pack_self_is_first(const nsp_level_view_t *view, int heads, int *first);
 
+/*
+ * Mapped sources (nsp_mem_alloc): a rank reads each peer's level source
+ * directly and copies its own share out of it, one copy per byte.
+ */
+
+/** Bytes of index q's source of the level: s2h its chunks [L_q, H, D], h2s
+ *  its block [T, h_q, D]. Pure. Errors: as nsp_head_share(). */
+nsp_status_t nsp_pack_src_bytes(const nsp_level_view_t *view, nsp_a2a_dir_t dir, int heads,
+                                size_t row_bytes, int q, size_t *bytes);
+
+/**
+ * Copy this index's share of index q's level source `peer_src` into `dst`:
+ * s2h: from q's chunks [L_q, H, D] the rows of my heads (strided) into my
+ * block [T, h_me, D] where q's chunks sit; h2s: from q's block [T, h_q, D]
+ * the rows of my chunks into my chunks [L_me, H, D] at q's heads, only when
+ * q is the first replica of its heads (REPLICAS_FIRST; others copy nothing).
+ * q == view->index is nsp_pack_copy_self(). Pure. Errors: as
+ * nsp_head_share().
+ */
+nsp_status_t nsp_pack_copy_peer(const nsp_level_view_t *view, nsp_a2a_dir_t dir, int heads,
+                                size_t row_bytes, int q, const void *peer_src, void *dst);
+
 /**
  * Can the level exchange skip a copy? With at most one sequence, the s2h
  * received blocks are exactly `block` (receive in place, no unpack) and the

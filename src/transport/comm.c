@@ -374,3 +374,19 @@ nsp_status_t nsp_comm_allgather(nsp_comm_t *comm, const void *sendbuf, void *rec
     }
     return comm->ops->allgather(comm->world, sendbuf, recvbuf, bytes);
 }
+
+nsp_status_t nsp_mem_alloc(nsp_comm_t *comm, size_t bytes, void **ptr)
+{
+    if (comm == NULL || ptr == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_mem_alloc: NULL comm or ptr");
+    }
+    return comm->ops->mem_alloc(comm->world, bytes, ptr);
+}
+
+nsp_status_t nsp_mem_free(nsp_comm_t *comm, void *ptr)
+{
+    if (comm == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_mem_free: NULL comm");
+    }
+    return comm->ops->mem_free(comm->world, ptr);
+}

@@ -1247,6 +1247,58 @@ void *nsp_nccl_native(const nsp_tp_comm_t *base)
     return ((const nccl_comm_t *)base)->nccl;
 }
 
+/* Mapped host memory (nsp_mem_alloc) is a host-path feature of the UCX
+ * backend; device buffers would want ncclMemAlloc + ncclCommRegister. */
+static nsp_status_t nccl_mem_alloc(nsp_tp_comm_t *world, size_t bytes, void **ptr)
+{
+    (void)world;
+    (void)bytes;
+    (void)ptr;
+    return nsp_error(NSP_ERR_UNSUPPORTED, "nccl: nsp_mem_alloc maps host memory between "
+                     "ranks of one host and is implemented by the ucx backend only");
+}
+
+static nsp_status_t nccl_mem_free(nsp_tp_comm_t *world, void *ptr)
+{
+    (void)world;
+    (void)ptr;
+    return nsp_error(NSP_ERR_UNSUPPORTED, "nccl: nsp_mem_free: the nccl backend allocates no "
+                     "mapped memory (ucx only)");
+}
+
+static nsp_status_t nccl_mem_find(nsp_tp_comm_t *world, const void *ptr, size_t bytes,
+                                  uint32_t *region, size_t *offset)
+{
+    (void)world;
+    (void)ptr;
+    (void)bytes;
+    (void)region;
+    (void)offset;
+    return NSP_ERR_NOT_FOUND;
+}
+
+static nsp_status_t nccl_mem_group_mapped(nsp_tp_comm_t *world, uint32_t region, int rank0,
+                                          int size, int *yes)
+{
+    (void)world;
+    (void)region;
+    (void)rank0;
+    (void)size;
+    *yes = 0;
+    return NSP_OK;
+}
+
+static nsp_status_t nccl_mem_peer_ptr(nsp_tp_comm_t *world, int rank, uint32_t region,
+                                      size_t offset, size_t bytes, const void **ptr)
+{
+    (void)world;
+    (void)offset;
+    (void)bytes;
+    (void)ptr;
+    return nsp_error(NSP_ERR_NOT_FOUND, "nccl: rank %d's region %u: the nccl backend maps no "
+                     "peer memory", rank, region);
+}
+
 const nsp_tp_ops_t nsp_tp_nccl_ops = {
     .name           = "nccl",
     .mem_type       = NSP_MEM_CUDA,
@@ -1259,6 +1311,11 @@ const nsp_tp_ops_t nsp_tp_nccl_ops = {
     .progress       = nccl_progress,
     .allgather      = nccl_allgather,
     .barrier        = nccl_barrier,
+    .mem_alloc      = nccl_mem_alloc,
+    .mem_free       = nccl_mem_free,
+    .mem_find       = nccl_mem_find,
+    .mem_group_mapped = nccl_mem_group_mapped,
+    .mem_peer_ptr   = nccl_mem_peer_ptr,
 };
 
 static const nsp_tp_ops_t *nccl_ops(void)

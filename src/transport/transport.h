@@ -70,6 +70,9 @@ typedef enum {
 #define NSP_TP_TAG_CLASS_USER 3u  /**< tests and perf tools */
 #define NSP_TP_TAG(cls, seq) ((((uint32_t)(cls) & 0x7fu) << 24) | ((uint32_t)(seq) & NSP_TP_TAG_SEQ_MASK))
 
+/** mem_group_mapped: any live region. */
+#define NSP_TP_REGION_ANY UINT32_MAX
+
 typedef struct nsp_tp_ops nsp_tp_ops_t;
 
 /** Common head of every backend communicator. Read-only above the backend. */
@@ -179,6 +182,60 @@ struct nsp_tp_ops {
 
     /** Blocking barrier. Errors as allgather. */
     nsp_status_t (*barrier)(nsp_tp_comm_t *comm);
+
+    /*
+     * Mapped memory (nsp_mem_alloc): regions every rank of the world
+     * allocates together, which peers on the same host can read directly.
+     * All entries take the WORLD communicator. Regions are numbered in
+     * allocation order (ids never reused), the same on every rank.
+     */
+
+    /**
+     * Allocate `bytes` (> 0; may differ between ranks) of host memory that
+     * same-host peers can map, and map every peer's region of this round
+     * where the backend can. Collective over the world; every rank learns
+     * whether any rank failed, so all return the same status. On success
+     * *ptr is owned by the backend until mem_free.
+     * Errors: NSP_ERR_INVALID_ARG (bytes 0 on some rank: the message names
+     * it), NSP_ERR_NO_MEMORY, NSP_ERR_BACKEND (some rank could not allocate),
+     * NSP_ERR_TIMEOUT / NSP_ERR_PEER_FAILED, NSP_ERR_UNSUPPORTED (NCCL).
+     */
+    nsp_status_t (*mem_alloc)(nsp_tp_comm_t *world, size_t bytes, void **ptr);
+
+    /**
+     * Unmap the peers' regions of the round that allocated `ptr` and free
+     * this rank's. Collective: every rank passes its pointer of the same
+     * round; a NULL or unknown pointer, or ranks naming different rounds,
+     * give NSP_ERR_INVALID_ARG on every rank and free nothing.
+     * Errors: also NSP_ERR_TIMEOUT / NSP_ERR_PEER_FAILED, NSP_ERR_UNSUPPORTED.
+     */
+    nsp_status_t (*mem_free)(nsp_tp_comm_t *world, void *ptr);
+
+    /**
+     * Does [ptr, ptr + bytes) lie in one of this rank's live regions? NSP_OK
+     * with its id and the byte offset of ptr in it, or NSP_ERR_NOT_FOUND
+     * (not an error: nothing is logged). Local.
+     */
+    nsp_status_t (*mem_find)(nsp_tp_comm_t *world, const void *ptr, size_t bytes,
+                             uint32_t *region, size_t *offset);
+
+    /**
+     * Can every rank of world ranks [rank0, rank0 + size) read region
+     * `region` of every other one (NSP_TP_REGION_ANY: some live region)?
+     * Answered from what the allocations allgathered, so every rank gives
+     * the same answer. Sets *yes (0 for an unknown region). Local.
+     */
+    nsp_status_t (*mem_group_mapped)(nsp_tp_comm_t *world, uint32_t region, int rank0,
+                                     int size, int *yes);
+
+    /**
+     * This process's pointer to [offset, offset + bytes) of world rank
+     * `rank`'s region `region` (this rank's own: its own pointer). Local.
+     * Errors: NSP_ERR_NOT_FOUND (no such region, not mapped from here, or
+     * the range leaves the region; the message says which).
+     */
+    nsp_status_t (*mem_peer_ptr)(nsp_tp_comm_t *world, int rank, uint32_t region,
+                                 size_t offset, size_t bytes, const void **ptr);
 };
 
 /**
@@ -190,6 +247,10 @@ nsp_status_t nsp_tp_find(const char *name, const nsp_tp_ops_t **ops);
 
 /** The UCX backend (src/transport/ucx.c). */
 extern const nsp_tp_ops_t nsp_tp_ucx_ops;
+
+/** Mapped regions (nsp_mem_alloc) this process holds, over every UCX world:
+ *  what tests check after nsp_mem_free / nsp_comm_destroy. Sets *n. */
+nsp_status_t nsp_tp_ucx_regions_live(int *n);
 
 /*
  * Helpers any backend may use for its ops (transport.c).

@@ -72,12 +72,33 @@ typedef struct ucx_rank_info {
     char     pidns[32];                /* "pid:[inode]" of its pid namespace */
 } ucx_rank_info_t;
 
+/* One rank's view of one peer's part of a mapped region. */
+typedef struct ucx_region_peer {
+    uint64_t   base;  /* the region's address in the peer's process */
+    uint64_t   len;   /* bytes */
+    ucp_rkey_h rkey;  /* unpacked rkey, NULL if not mapped */
+    void      *ptr;   /* the region in THIS process, NULL if not mapped */
+    int32_t    lo, hi; /* world ranks [lo, hi] around the peer all mapped BY the peer */
+} ucx_region_peer_t;
+
+/* A region of nsp_mem_alloc: this rank's memory and its view of the peers'. */
+typedef struct ucx_region {
+    struct ucx_region *next;
+    uint32_t           id;     /* allocation round, the same on every rank */
+    void              *base;   /* this rank's memory (ucp_mem_map ALLOCATE) */
+    size_t             len;
+    ucp_mem_h          memh;
+    ucx_region_peer_t *peers;  /* [nranks]; peers[me].ptr = base */
+} ucx_region_t;
+
 struct ucx_world {
     ucp_context_h context;
     ucp_worker_h  worker;
     int           nranks;
     ucx_peer_t   *peers;        /* [nranks] */
     uint32_t      next_context; /* next free context id on this rank */
+    ucx_region_t *regions;      /* live nsp_mem_alloc regions, newest first */
+    uint32_t      next_region;  /* id of the next region */
 };
 
 typedef struct ucx_comm {
@@ -770,8 +791,23 @@ static void ucx_close_endpoints(ucx_world_t *w, double timeout_s)
     free(pending);
 }
 
+static void ucx_region_release(ucx_world_t *w, ucx_region_t *reg);
+
+static int ucx_regions_live; /* regions with memory mapped, over every world */
+
+nsp_status_t nsp_tp_ucx_regions_live(int *n)
+{
+    *n = ucx_regions_live;
+    return NSP_OK;
+}
+
 static void ucx_world_free(ucx_world_t *w, double timeout_s)
 {
+    while (w->regions != NULL) { /* regions the caller did not free */
+        ucx_region_t *reg = w->regions;
+        w->regions        = reg->next;
+        ucx_region_release(w, reg);
+    }
     if (w->peers != NULL) {
         ucx_close_endpoints(w, timeout_s);
     }
@@ -904,6 +940,338 @@ static nsp_status_t ucx_destroy(nsp_tp_comm_t *base)
     return NSP_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Mapped memory                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* What each rank publishes about its new region. */
+typedef struct ucx_region_info {
+    int32_t  failed;    /* 0, or 1: bytes was 0, 2: allocation or rkey pack failed */
+    uint32_t pad;
+    uint64_t base;
+    uint64_t len;
+    uint64_t rkey_len;
+} ucx_region_info_t;
+
+/* Unmap the peers' regions and free this rank's (local). */
+static void ucx_region_release(ucx_world_t *w, ucx_region_t *reg)
+{
+    for (int r = 0; reg->peers != NULL && r < w->nranks; ++r) {
+        if (reg->peers[r].rkey != NULL) {
+            ucp_rkey_destroy(reg->peers[r].rkey);
+        }
+    }
+    if (reg->memh != NULL) {
+        ucp_mem_unmap(w->context, reg->memh);
+        --ucx_regions_live;
+    }
+    free(reg->peers);
+    free(reg);
+}
+
+static ucx_region_t *ucx_region_by_id(const ucx_world_t *w, uint32_t id)
+{
+    ucx_region_t *reg = w->regions;
+
+    while (reg != NULL && reg->id != id) {
+        reg = reg->next;
+    }
+    return reg;
+}
+
+/* This rank's part: allocate through UCX (shared memory when it can) and
+ * pack the rkey. Fills info; on failure info->failed says why. */
+static void ucx_region_local(ucx_world_t *w, ucx_region_t *reg, size_t bytes,
+                             ucx_region_info_t *info, void **rkey_buf, size_t *rkey_len)
+{
+    ucp_mem_map_params_t mp;
+    ucp_mem_attr_t       attr;
+    ucs_status_t         st;
+
+    memset(info, 0, sizeof(*info));
+    if (bytes == 0) {
+        info->failed = 1;
+        return;
+    }
+    memset(&mp, 0, sizeof(mp));
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS |
+                    UCP_MEM_MAP_PARAM_FIELD_ADDRESS;
+    mp.address    = NULL;
+    mp.length     = bytes;
+    mp.flags      = UCP_MEM_MAP_ALLOCATE;
+    st = ucp_mem_map(w->context, &mp, &reg->memh);
+    if (st != UCS_OK) {
+        NSP_WARN("ucx: ucp_mem_map of %zu bytes failed: %s", bytes, ucs_status_string(st));
+        reg->memh    = NULL;
+        info->failed = 2;
+        return;
+    }
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    st = ucp_mem_query(reg->memh, &attr);
+    if (st == UCS_OK) {
+        st = ucp_rkey_pack(w->context, reg->memh, rkey_buf, rkey_len);
+    }
+    if (st != UCS_OK) {
+        NSP_WARN("ucx: querying or packing the key of a %zu-byte region failed: %s", bytes,
+                 ucs_status_string(st));
+        ucp_mem_unmap(w->context, reg->memh);
+        reg->memh    = NULL;
+        info->failed = 2;
+        return;
+    }
+    ++ucx_regions_live; /* ucx_region_release() counts it down */
+    reg->base      = attr.address;
+    reg->len       = bytes;
+    info->base     = (uint64_t)(uintptr_t)attr.address;
+    info->len      = bytes;
+    info->rkey_len = *rkey_len;
+}
+
+/* Map every same-host peer's region whose rkey gives a local pointer. */
+static void ucx_region_map_peers(ucx_world_t *w, int me, ucx_region_t *reg,
+                                 const char *blobs, size_t stride)
+{
+    for (int r = 0; r < w->nranks; ++r) {
+        ucx_region_peer_t *p = &reg->peers[r];
+        void              *ptr;
+        ucs_status_t       st;
+        if (r == me) {
+            p->ptr = reg->base;
+            continue;
+        }
+        if (!w->peers[r].same_host || w->peers[r].ep == NULL) {
+            continue;
+        }
+        st = ucp_ep_rkey_unpack(w->peers[r].ep, blobs + (size_t)r * stride, &p->rkey);
+        if (st != UCS_OK) {
+            NSP_DEBUG("ucx: rkey of rank %d's region %u not unpacked: %s", r, reg->id,
+                      ucs_status_string(st));
+            p->rkey = NULL;
+            continue;
+        }
+        st = ucp_rkey_ptr(p->rkey, p->base, &ptr);
+        if (st != UCS_OK) {
+            NSP_DEBUG("ucx: rank %d's region %u is not mappable here: %s", r, reg->id,
+                      ucs_status_string(st));
+            ucp_rkey_destroy(p->rkey);
+            p->rkey = NULL;
+            continue;
+        }
+        p->ptr = ptr;
+    }
+}
+
+static nsp_status_t ucx_mem_alloc(nsp_tp_comm_t *base, size_t bytes, void **out)
+{
+    ucx_comm_t        *comm = (ucx_comm_t *)base;
+    ucx_world_t       *w    = comm->world;
+    int                n = base->size, me = base->rank, bad = -1;
+    ucx_region_t      *reg;
+    ucx_region_info_t  mine, *infos = NULL;
+    void              *rkey = NULL;
+    size_t             rkey_len = 0, stride = 0;
+    char              *padded = NULL, *blobs = NULL;
+    int32_t            range[2], *ranges = NULL;
+    nsp_status_t       status;
+
+    if (out == NULL || base->world_rank0 != 0 || n != w->nranks) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "ucx mem_alloc: NULL pointer or not the world "
+                         "communicator");
+    }
+    reg = calloc(1, sizeof(*reg));
+    if (reg == NULL || (reg->peers = calloc((size_t)n, sizeof(*reg->peers))) == NULL ||
+        (infos = calloc((size_t)n, sizeof(*infos))) == NULL ||
+        (ranges = calloc(2 * (size_t)n, sizeof(*ranges))) == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "nsp_mem_alloc: no memory for the region "
+                           "table of %d ranks", n);
+        goto err_free_region; /* peers then find us silent: they time out */
+    }
+    reg->id = w->next_region;
+    /* [nranks] ucx_region_info_t: every rank's address, length, key size */
+    ucx_region_local(w, reg, bytes, &mine, &rkey, &rkey_len);
+    NSP_CHECK_GOTO(base->ops->allgather(base, &mine, infos, sizeof(mine)), status,
+                   err_release_local);
+    for (int r = 0; r < n && bad < 0; ++r) {
+        bad = infos[r].failed ? r : -1;
+        stride = infos[r].rkey_len > stride ? (size_t)infos[r].rkey_len : stride;
+    }
+    if (bad >= 0) {
+        status = nsp_error(infos[bad].failed == 1 ? NSP_ERR_INVALID_ARG : NSP_ERR_BACKEND,
+                           "nsp_mem_alloc: rank %d %s; no rank allocated anything", bad,
+                           infos[bad].failed == 1 ? "asked for 0 bytes (every rank must ask "
+                                                    "for at least 1)"
+                                                  : "could not allocate shareable memory "
+                                                    "through UCX (see its warning; check "
+                                                    "UCX_MEM_ALLOC_METHODS and /dev/shm)");
+        goto err_release_local;
+    }
+    /* [nranks][stride] packed rkeys, each padded to the longest */
+    padded = calloc(1, stride);
+    blobs  = malloc(stride * (size_t)n);
+    if (padded == NULL || blobs == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "nsp_mem_alloc: no memory for %d keys of %zu "
+                           "bytes", n, stride);
+        goto err_release_local;
+    }
+    memcpy(padded, rkey, rkey_len);
+    NSP_CHECK_GOTO(base->ops->allgather(base, padded, blobs, stride), status,
+                   err_release_local);
+    for (int r = 0; r < n; ++r) {
+        reg->peers[r].base = infos[r].base;
+        reg->peers[r].len  = infos[r].len;
+    }
+    ucx_region_map_peers(w, me, reg, blobs, stride);
+    /* the run of consecutive world ranks around me that I mapped */
+    for (range[0] = me; range[0] > 0 && reg->peers[range[0] - 1].ptr != NULL; --range[0]) {
+    }
+    for (range[1] = me; range[1] + 1 < n && reg->peers[range[1] + 1].ptr != NULL; ++range[1]) {
+    }
+    NSP_CHECK_GOTO(base->ops->allgather(base, range, ranges, sizeof(range)), status,
+                   err_release_local);
+    for (int r = 0; r < n; ++r) {
+        reg->peers[r].lo = ranges[2 * r];
+        reg->peers[r].hi = ranges[2 * r + 1];
+    }
+    NSP_DEBUG("ucx: region %u of %zu bytes at %p; ranks [%d, %d] mapped here", reg->id, bytes,
+              reg->base, range[0], range[1]);
+    ++w->next_region;
+    reg->next  = w->regions;
+    w->regions = reg;
+    *out       = reg->base;
+    status     = NSP_OK;
+    goto out_free;
+
+err_release_local:
+    ++w->next_region; /* every rank counted this round, failed or not */
+    ucx_region_release(w, reg);
+    goto out_free;
+err_free_region:
+    if (reg != NULL) {
+        free(reg->peers);
+    }
+    free(reg);
+out_free:
+    if (rkey != NULL) {
+        ucp_rkey_buffer_release(rkey);
+    }
+    free(padded);
+    free(blobs);
+    free(ranges);
+    free(infos);
+    return status;
+}
+
+static nsp_status_t ucx_mem_free(nsp_tp_comm_t *base, void *ptr)
+{
+    ucx_comm_t    *comm = (ucx_comm_t *)base;
+    ucx_world_t   *w    = comm->world;
+    ucx_region_t **at   = &w->regions;
+    uint32_t       id, *ids;
+    int            first_bad = -1, ndiff = 0;
+    nsp_status_t   status;
+
+    while (*at != NULL && (ptr == NULL || (*at)->base != ptr)) {
+        at = &(*at)->next;
+    }
+    id  = *at != NULL ? (*at)->id : UINT32_MAX;
+    ids = calloc((size_t)base->size, sizeof(*ids));
+    if (ids == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "nsp_mem_free: no memory for %d ids", base->size);
+    }
+    NSP_CHECK_GOTO(base->ops->allgather(base, &id, ids, sizeof(id)), status, out_free_ids);
+    for (int r = 0; r < base->size; ++r) {
+        if (ids[r] == UINT32_MAX || ids[r] != ids[0]) {
+            first_bad = first_bad < 0 ? r : first_bad;
+            ++ndiff;
+        }
+    }
+    if (first_bad >= 0) {
+        status = nsp_error(NSP_ERR_INVALID_ARG, "nsp_mem_free: %d rank(s) (first: rank %d) "
+                           "passed %s; every rank must pass the pointer nsp_mem_alloc gave it "
+                           "in the same call; nothing was freed", ndiff, first_bad,
+                           ids[first_bad] == UINT32_MAX
+                               ? "NULL or a pointer nsp_mem_alloc did not return (or already "
+                                 "freed)"
+                               : "a region other than rank 0's");
+        goto out_free_ids;
+    }
+    {
+        ucx_region_t *reg = *at;
+        /* drop my mappings of the peers first, then wait until every peer
+         * dropped its mapping of mine before mine goes */
+        for (int r = 0; r < w->nranks; ++r) {
+            if (reg->peers[r].rkey != NULL) {
+                ucp_rkey_destroy(reg->peers[r].rkey);
+                reg->peers[r].rkey = NULL;
+                reg->peers[r].ptr  = NULL;
+            }
+        }
+        *at    = reg->next;
+        status = base->ops->barrier(base);
+        ucx_region_release(w, reg);
+    }
+out_free_ids:
+    free(ids);
+    return status;
+}
+
+static nsp_status_t ucx_mem_find(nsp_tp_comm_t *base, const void *ptr, size_t bytes,
+                                 uint32_t *region, size_t *offset)
+{
+    const ucx_world_t *w = ((ucx_comm_t *)base)->world;
+    uintptr_t          p = (uintptr_t)ptr;
+
+    for (const ucx_region_t *reg = w->regions; ptr != NULL && reg != NULL; reg = reg->next) {
+        uintptr_t b = (uintptr_t)reg->base;
+        if (p >= b && p - b <= reg->len && bytes <= reg->len - (p - b)) {
+            *region = reg->id;
+            *offset = (size_t)(p - b);
+            return NSP_OK;
+        }
+    }
+    return NSP_ERR_NOT_FOUND;
+}
+
+static nsp_status_t ucx_mem_group_mapped(nsp_tp_comm_t *base, uint32_t region, int rank0,
+                                         int size, int *yes)
+{
+    const ucx_world_t *w = ((ucx_comm_t *)base)->world;
+
+    *yes = 0;
+    if (rank0 < 0 || size < 1 || rank0 + size > w->nranks) {
+        return NSP_OK;
+    }
+    for (const ucx_region_t *reg = w->regions; reg != NULL && !*yes; reg = reg->next) {
+        int ok = region == NSP_TP_REGION_ANY || region == reg->id;
+        for (int r = rank0; ok && r < rank0 + size; ++r) {
+            ok = reg->peers[r].lo <= rank0 && reg->peers[r].hi >= rank0 + size - 1;
+        }
+        *yes = ok;
+    }
+    return NSP_OK;
+}
+
+static nsp_status_t ucx_mem_peer_ptr(nsp_tp_comm_t *base, int rank, uint32_t region,
+                                     size_t offset, size_t bytes, const void **ptr)
+{
+    const ucx_world_t       *w   = ((ucx_comm_t *)base)->world;
+    const ucx_region_t      *reg = ucx_region_by_id(w, region);
+    const ucx_region_peer_t *p;
+
+    if (reg == NULL || rank < 0 || rank >= w->nranks || reg->peers[rank].ptr == NULL) {
+        return nsp_error(NSP_ERR_NOT_FOUND, "ucx: rank %d's mapped region %u is not mapped "
+                         "in rank %d (freed, or not on this host)", rank, region, base->rank);
+    }
+    p = &reg->peers[rank];
+    if (offset > p->len || bytes > p->len - offset) {
+        return nsp_error(NSP_ERR_NOT_FOUND, "ucx: bytes [%zu, %zu) of rank %d's region %u "
+                         "lie outside its %llu bytes; ranks disagree on their buffers", offset,
+                         offset + bytes, rank, region, (unsigned long long)p->len);
+    }
+    *ptr = (const char *)p->ptr + offset;
+    return NSP_OK;
+}
+
 const nsp_tp_ops_t nsp_tp_ucx_ops = {
     .name           = "ucx",
     .mem_type       = NSP_MEM_HOST,
@@ -916,6 +1284,11 @@ const nsp_tp_ops_t nsp_tp_ucx_ops = {
     .progress       = ucx_progress,
     .allgather      = nsp_tp_allgather_by_alltoallv,
     .barrier        = nsp_tp_barrier_by_alltoallv,
+    .mem_alloc      = ucx_mem_alloc,
+    .mem_free       = ucx_mem_free,
+    .mem_find       = ucx_mem_find,
+    .mem_group_mapped = ucx_mem_group_mapped,
+    .mem_peer_ptr   = ucx_mem_peer_ptr,
 };
 
 static const nsp_tp_ops_t *ucx_ops(void)
