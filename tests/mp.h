@@ -125,6 +125,14 @@ int mp_rank(void);
 /** In a rank: record a message for the parent (printf-style; last one wins). */
 void mp_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* In a rank function: note why the check failed (mp_note) and jump to the
+ * function's `out` label, where it releases what it holds. */
+#define FAIL(...)             \
+    do {                      \
+        mp_note(__VA_ARGS__); \
+        goto out;             \
+    } while (0)
+
 /** In a rank: record a number in slot i (0 <= i < MP_VALUES). */
 void mp_set_value(int i, double v);
 

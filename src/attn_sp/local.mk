@@ -13,7 +13,7 @@ noinst_HEADERS += \
 
 # Tests of the nested all-to-all (tests/a2a/): pure ones in one process.
 check_LTLIBRARIES += tests/a2a/liba2aref.la
-tests_a2a_liba2aref_la_SOURCES = tests/a2a/a2a_ref.c tests/a2a/a2a_ref.h
+tests_a2a_liba2aref_la_SOURCES = tests/a2a/a2a_ref.c tests/a2a/a2a_ref.h tests/a2a/a2a_mp.h
 tests_a2a_liba2aref_la_CFLAGS = $(AM_CFLAGS)
 
 A2A_TEST_LIBS = tests/a2a/liba2aref.la tests/libnsptest.la libnspcomm.la libnspcomm_planner.la -lm

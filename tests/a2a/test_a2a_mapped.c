@@ -18,6 +18,7 @@
  *  - nsp_comm_destroy with regions still allocated frees them (the live
  *    region count, and no leak under ASan).
  */
+#include "a2a_mp.h"
 #include "a2a_ref.h"
 #include "attn_sp/nested_a2a.h"
 #include "transport/transport.h"
@@ -30,27 +31,6 @@
 
 enum { CASE_MAPPED = 0, CASE_PLAIN = 1, CASE_FALLBACK = 2, CASE_MEM_API = 3,
        CASE_DESTROY = 4 };
-
-typedef struct mp_case {
-    nsp_unique_id_t id;
-    int             kind;
-    uint64_t        seed;
-    int             nplans;
-    double          timeout_s;
-} mp_case_t;
-
-typedef struct rank_ctx {
-    nsp_comm_t *comm;
-    nsp_tree_t *tree;
-    int         rank, nranks;
-    int         checks; /* buffers compared */
-} rank_ctx_t;
-
-#define FAIL(...)             \
-    do {                      \
-        mp_note(__VA_ARGS__); \
-        goto out;             \
-    } while (0)
 
 /* One tensor: the reference buffers (malloc) and what the post uses:
  * seq [T, H, D] and head [rows, D] from nsp_mem_alloc (or malloc copies on

@@ -17,6 +17,7 @@
  * get NSP_ERR_MISMATCH on every rank; a rank that never posts makes the
  * others fail within the timeout instead of hanging.
  */
+#include "a2a_mp.h"
 #include "a2a_ref.h"
 #include "../mp.h"
 #include "../tap.h"
@@ -28,27 +29,6 @@
 
 enum { CASE_NESTED = 0, CASE_SPARSE_TREE = 1, CASE_DISJOINT = 2, CASE_MISMATCH = 3,
        CASE_DEAD_PEER = 4 };
-
-typedef struct mp_case {
-    nsp_unique_id_t id;
-    int             kind;
-    uint64_t        seed;
-    int             nplans;
-    double          timeout_s;
-} mp_case_t;
-
-typedef struct rank_ctx {
-    nsp_comm_t *comm;
-    nsp_tree_t *tree;
-    int         rank, nranks;
-    int         checks;     /* levels and buffers compared */
-} rank_ctx_t;
-
-#define FAIL(...)                 \
-    do {                          \
-        mp_note(__VA_ARGS__);     \
-        goto out;                 \
-    } while (0)
 
 /* One tensor in flight: its buffers and the reference. */
 typedef struct tensor {

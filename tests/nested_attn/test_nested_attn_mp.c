@@ -56,12 +56,6 @@ typedef struct nt_case {
     double            ring_top;      /* out: largest degree of those levels */
 } nt_case_t;
 
-#define FAIL(...)             \
-    do {                      \
-        mp_note(__VA_ARGS__); \
-        goto out;             \
-    } while (0)
-
 /* ---- a framework's kernel: the reference behind checks ------------------ */
 
 typedef struct check_kernel {
