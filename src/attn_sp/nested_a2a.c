@@ -744,20 +744,13 @@ void nsp_a2a_level_bufs(nsp_a2a_dir_t dir, const char *src, char *dst, int heads
 nsp_status_t nsp_a2a_level_comm(nsp_tree_t *tree, const nsp_layout_level_t *lv,
                                 nsp_tp_comm_t *world, nsp_tp_comm_t **tp, int *pairwise)
 {
-    int nl = 0;
+    nsp_tp_comm_t *group;
 
-    NSP_CHECK(nsp_tree_nlevels(tree, &nl));
-    for (int t = 0; t < nl; ++t) {
-        int degree = 0, rank0 = -1;
-        NSP_CHECK(nsp_tree_degree(tree, t, &degree));
-        if (degree != lv->degree) {
-            continue;
-        }
-        NSP_CHECK(nsp_tree_group(tree, t, &rank0, NULL));
-        if (rank0 == lv->rank0) {
-            *pairwise = 0;
-            return nsp_tree_level_tp(tree, t, tp);
-        }
+    NSP_CHECK(nsp_tree_group_tp(tree, lv->degree, lv->rank0, &group));
+    if (group != NULL) {
+        *pairwise = 0;
+        *tp       = group;
+        return NSP_OK;
     }
     NSP_DEBUG("nested all-to-all: degree %d group at rank %d is not a tree group; pairwise "
               "exchange over the world", lv->degree, lv->rank0);

@@ -63,22 +63,10 @@ static uint32_t ring_tag(const nsp_ring_level_t *ring, uint32_t call, int kind, 
 static nsp_status_t ring_choose_comm(nsp_tree_t *tree, const nsp_layout_level_t *lv,
                                      nsp_ring_level_t *ring)
 {
-    int         nl = 0, u = lv->ulysses, i = lv->ulysses_index, base = 0;
+    int         u = lv->ulysses, i = lv->ulysses_index, base = 0;
     nsp_comm_t *world;
 
-    ring->tp = NULL;
-    NSP_CHECK(nsp_tree_nlevels(tree, &nl));
-    for (int t = 0; t < nl && ring->tp == NULL; ++t) {
-        int degree = 0, rank0 = -1;
-        NSP_CHECK(nsp_tree_degree(tree, t, &degree));
-        if (degree != lv->degree) {
-            continue;
-        }
-        NSP_CHECK(nsp_tree_group(tree, t, &rank0, NULL));
-        if (rank0 == lv->rank0) {
-            NSP_CHECK(nsp_tree_level_tp(tree, t, &ring->tp));
-        }
-    }
+    NSP_CHECK(nsp_tree_group_tp(tree, lv->degree, lv->rank0, &ring->tp));
     if (ring->tp == NULL) {
         NSP_CHECK(nsp_tree_world(tree, &world));
         ring->tp = nsp_comm_tp(world);

@@ -229,3 +229,20 @@ nsp_status_t nsp_tree_level_tp(const nsp_tree_t *tree, int level, nsp_tp_comm_t 
     *comm = tree->level[level];
     return NSP_OK;
 }
+
+nsp_status_t nsp_tree_group_tp(const nsp_tree_t *tree, int degree, int rank0,
+                               nsp_tp_comm_t **comm)
+{
+    nsp_tp_comm_t *found = NULL;
+
+    if (tree == NULL || comm == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_tree_group_tp: NULL argument");
+    }
+    for (int l = 0; l < tree->nlevels && found == NULL; ++l) {
+        if (tree->degree[l] == degree && tree->rank0[l] == rank0) {
+            found = tree->level[l];
+        }
+    }
+    *comm = found;
+    return NSP_OK;
+}

@@ -16,6 +16,15 @@
  */
 nsp_status_t nsp_tree_level_tp(const nsp_tree_t *tree, int level, nsp_tp_comm_t **comm);
 
+/**
+ * The transport sub-communicator of this rank's group of `degree` when that
+ * group starts at world rank `rank0` (borrowed, as nsp_tree_level_tp), or
+ * NULL when the tree has no such group (a plan's group the tree does not
+ * hold: callers then go over the world). Errors: NSP_ERR_INVALID_ARG (NULL).
+ */
+nsp_status_t nsp_tree_group_tp(const nsp_tree_t *tree, int degree, int rank0,
+                               nsp_tp_comm_t **comm);
+
 /*
  * Pure index math of the tree and the ring (tree_math.c): no communicator,
  * so one process can test every rank.

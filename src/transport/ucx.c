@@ -386,6 +386,16 @@ static nsp_status_t ucx_req_alloc(ucx_comm_t *comm, const char *what, uint32_t t
     return NSP_OK;
 }
 
+/* A request whose operations are all posted: done already if every one
+ * completed in place. Returns its public handle. */
+static nsp_request_t *ucx_req_posted(ucx_req_t *req)
+{
+    if (req->ndone == req->nops) {
+        nsp_request_set_done(&req->base);
+    }
+    return &req->base;
+}
+
 /* Record what ucp_tag_{send,recv}_nbx returned for `op`: an error fails
  * it, NULL means it completed in place, anything else is the UCX request to
  * test later. */
@@ -482,10 +492,7 @@ static nsp_status_t ucx_alltoallv_post(nsp_tp_comm_t *base, const nsp_tp_alltoal
                                      a->sendcounts[dst], dst),
                        status, err_free_req);
     }
-    if (req->ndone == req->nops) {
-        nsp_request_set_done(&req->base);
-    }
-    *out = &req->base;
+    *out = ucx_req_posted(req);
     return NSP_OK;
 err_free_req:
     ucx_req_free(&req->base);
@@ -523,10 +530,7 @@ static nsp_status_t ucx_sendrecv_post(nsp_tp_comm_t *base, const void *sendbuf, 
         NSP_CHECK_GOTO(ucx_post_recv(req, recvbuf, recvbytes, src), status, err_free_req);
         NSP_CHECK_GOTO(ucx_post_send(req, sendbuf, sendbytes, dst), status, err_free_req);
     }
-    if (req->ndone == req->nops) {
-        nsp_request_set_done(&req->base);
-    }
-    *out = &req->base;
+    *out = ucx_req_posted(req);
     return NSP_OK;
 err_free_req:
     ucx_req_free(&req->base);

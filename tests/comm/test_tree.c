@@ -57,6 +57,17 @@ static int check_queries(const nsp_tree_t *tree, nsp_comm_t *world, int rank, in
             return 1;
         }
     }
+    {   /* by (degree, first rank): this level's communicator; another start: none */
+        nsp_tp_comm_t *own = NULL, *other = tp;
+        nsp_tree_group_tp(tree, degree, r0, &own);
+        nsp_tree_group_tp(tree, degree, r0 + 1, &other);
+        if (own != tp || other != NULL) {
+            mp_note("level %d: group_tp(%d, %d) %s, group_tp(%d, %d) %s", l, degree, r0,
+                    own == tp ? "is the level's" : "is not the level's", degree, r0 + 1,
+                    other == NULL ? "NULL" : "not NULL");
+            return 1;
+        }
+    }
     return 0;
 }
 
