@@ -365,6 +365,12 @@ void nsp_plan_free(nsp_plan_t *plan);
  *                        (UCX 1.13's shared-memory transports cannot report
  *                        peer failures); peer: UCX error handling for all
  *                        (on one host this forces tcp); none
+ *   NSPCOMM_TOKEN        nsp_comm_init_env: the job's shared secret (at least
+ *                        16 characters, the same on every rank), from which
+ *                        the NSPCOMM_ROOT rendezvous's key is derived;
+ *                        NSPCOMM_TOKEN_FILE names a file holding it instead.
+ *                        Without either the rendezvous listens on loopback
+ *                        only (one host). See docs/security.md.
  * UCX's own variables (UCX_TLS, UCX_NET_DEVICES, ...) are honoured.
  *
  * A communicator is driven by one thread at a time. Operations on it never
@@ -379,13 +385,18 @@ void nsp_plan_free(nsp_plan_t *plan);
 typedef struct nsp_comm nsp_comm_t;
 
 #define NSP_UNIQUE_ID_BYTES 128
-/** Opaque bootstrap id: created on one process, passed to every rank. Copy freely. */
+/**
+ * Opaque bootstrap id: created on one process, passed to every rank. Copy
+ * freely, but treat it as a credential: it holds the rendezvous's address
+ * and its 32-byte secret, and whoever holds it can join the world.
+ */
 typedef struct nsp_unique_id {
     char internal[NSP_UNIQUE_ID_BYTES];
 } nsp_unique_id_t;
 
-/** Room for nsp_unique_id_to_string() output, NUL included. */
-#define NSP_UNIQUE_ID_STRLEN 96
+/** Room for nsp_unique_id_to_string() output, NUL included (an IPv6
+ *  address, port and 64 hex digits of secret; was 96 before the secret). */
+#define NSP_UNIQUE_ID_STRLEN 128
 
 #define NSP_CONFIG_MAGIC 0x4e535043u /* "NSPC" */
 
@@ -410,8 +421,12 @@ typedef struct nsp_config {
 
 /**
  * Create a bootstrap id and start serving its TCP rendezvous: a thread of
- * THIS process listens on a free port of all interfaces and relays the
- * ranks' bootstrap data. The calling process must stay alive until every
+ * THIS process listens on a free port of the advertised interface (see
+ * NSPCOMM_SOCKET_IFNAME) and relays the ranks' bootstrap data. The id holds
+ * a fresh random 32-byte secret: a rank proves it holds it by HMAC-SHA256
+ * over a random challenge (the secret never crosses the network), the
+ * server proves it back, and connections that do not are closed without
+ * disturbing the others (docs/security.md). The calling process must stay alive until every
  * rank's nsp_comm_init_rank() with this id has returned (if it is itself a
  * rank, its own init waits for the others to finish bootstrap). The thread
  * ends when all ranks have finished bootstrap, or when ranks that joined
@@ -426,17 +441,18 @@ typedef struct nsp_config {
 nsp_status_t nsp_get_unique_id(nsp_unique_id_t *id);
 
 /**
- * Printable form of an id, "ADDRESS:PORT:NONCE" (e.g.
- * "10.1.2.3:40123:9f86d081884c7d65"), for passing through the environment.
+ * Printable form of an id, "ADDRESS:PORT:SECRET" (SECRET: 64 hex digits,
+ * e.g. "10.1.2.3:40123:9f86d0...0a08"), for passing through the environment
+ * or a file readable by the job's user only (it is a credential).
  * `buf` (borrowed) needs NSP_UNIQUE_ID_STRLEN bytes.
  * Errors: NSP_ERR_INVALID_ARG (NULL, buffer too small, not an id).
  */
 nsp_status_t nsp_unique_id_to_string(const nsp_unique_id_t *id, char *buf, size_t len);
 
 /**
- * Parse the printable form back. "HOST:PORT" without a nonce is accepted
- * too (a rendezvous started by nsp_comm_init_env); HOST may be a name or an
- * IPv4 address. Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_PARSE (the
+ * Parse the printable form back. "HOST:PORT" without a secret is accepted
+ * too (the NSPCOMM_ROOT form: nsp_comm_init_env adds the secret from
+ * NSPCOMM_TOKEN); HOST may be a name or an IPv4 address. Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_PARSE (the
  * message quotes the text), NSP_ERR_NOT_FOUND (host name does not resolve).
  */
 nsp_status_t nsp_unique_id_from_string(const char *str, nsp_unique_id_t *id);
@@ -493,9 +509,13 @@ nsp_status_t nsp_comm_init_oob(nsp_comm_t **comm, const nsp_oob_coll_t *oob,
  * first pair that is set of NSPCOMM_RANK/NSPCOMM_NRANKS (explicit),
  * OMPI_COMM_WORLD_RANK/SIZE (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Intel
  * MPI) and SLURM_PROCID/SLURM_NTASKS (srun); the rendezvous address from
- * NSPCOMM_ROOT=host:port, where rank 0 listens (on all interfaces, for
- * this one communicator) and the others connect, retrying until the
- * timeout while rank 0 is not up yet. Use a port free on rank 0's host.
+ * NSPCOMM_ROOT=host:port, where rank 0 listens (on that address, for this
+ * one communicator) and the others connect, retrying until the timeout
+ * while rank 0 is not up yet. Use a port free on rank 0's host. Ranks
+ * authenticate with the secret of NSPCOMM_TOKEN (or NSPCOMM_TOKEN_FILE);
+ * without one the rendezvous listens on 127.0.0.1 only, and a rank whose
+ * NSPCOMM_ROOT names another host fails with NSP_ERR_INVALID_ARG telling
+ * it to set NSPCOMM_TOKEN.
  * Errors: NSP_ERR_NOT_FOUND (no rank/size or no NSPCOMM_ROOT in the
  * environment: the message lists the variables tried), NSP_ERR_PARSE (a
  * malformed value), NSP_ERR_IO (rank 0 cannot listen on the port), and

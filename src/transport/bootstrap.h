@@ -3,7 +3,7 @@
  * created, before any backend exists (internal).
  *
  * Two implementations: the TCP rendezvous of nsp_get_unique_id (a star
- * through the process that created the id, see bootstrap_tcp.c) and the
+ * through the process that created the id, see rdv.h) and the
  * framework's out-of-band allgather callbacks (bootstrap_oob.c). Backends
  * use it in world_create to exchange their addresses (UCX worker addresses,
  * an ncclUniqueId); the communicator uses it to allgather host identities.
@@ -59,16 +59,27 @@ nsp_status_t nsp_bootstrap_tcp_join(const nsp_unique_id_t *id, int rank, int nra
                                     double timeout_s, nsp_bootstrap_t **bs);
 
 /**
- * Start a rendezvous server listening on `port` (0: any free port) and
- * describe it in *id. With `with_nonce`, joins must present the id's random
- * nonce (ids from nsp_get_unique_id); without, anyone naming the port may
- * join (NSPCOMM_ROOT rendezvous, where ranks only know host:port). The
- * server is a detached thread of this process that ends when every rank
- * closed its bootstrap or the rendezvous failed.
- * Errors: NSP_ERR_IO (socket, bind: the message names the port),
- * NSP_ERR_NO_MEMORY.
+ * Serve the rendezvous of *id in a detached thread of this process: listen
+ * on the id's address and port (port 0: a free one, written back into
+ * *id), admit only ranks that prove they hold the id's secret. The thread
+ * ends when every rank closed its bootstrap or the rendezvous failed.
+ * Errors: NSP_ERR_INVALID_ARG (not an id), NSP_ERR_IO (socket, bind: the
+ * message names address and port), NSP_ERR_NO_MEMORY.
  */
-nsp_status_t nsp_bootstrap_tcp_serve(int port, int with_nonce, nsp_unique_id_t *id);
+nsp_status_t nsp_bootstrap_tcp_serve(nsp_unique_id_t *id);
+
+/**
+ * Give an NSPCOMM_ROOT id (HOST:PORT, no secret) its secret: derived from
+ * `token` (NSPCOMM_TOKEN, borrowed) or the contents of `token_file`
+ * (NSPCOMM_TOKEN_FILE, preferred when both are set); with neither, the
+ * rendezvous moves to loopback (127.0.0.1:PORT, INFO log saying why) when
+ * HOST is this host. An id that already has a secret is left as it is.
+ * Errors: NSP_ERR_INVALID_ARG (token shorter than 16 characters; no token
+ * and HOST is another host: the message says to set NSPCOMM_TOKEN; not an
+ * id), NSP_ERR_IO (token file unreadable), NSP_ERR_INTERNAL.
+ */
+nsp_status_t nsp_bootstrap_tcp_root_secure(nsp_unique_id_t *id, const char *token,
+                                           const char *token_file);
 
 /**
  * If this process serves the rendezvous of `id`, wait (until `deadline`,
@@ -77,9 +88,6 @@ nsp_status_t nsp_bootstrap_tcp_serve(int port, int with_nonce, nsp_unique_id_t *
  * NSP_OK also when the server is elsewhere.
  */
 nsp_status_t nsp_bootstrap_tcp_wait_server(const nsp_unique_id_t *id, double deadline);
-
-/** The port of a rendezvous id. Errors: NSP_ERR_INVALID_ARG (not an id). */
-nsp_status_t nsp_bootstrap_tcp_port(const nsp_unique_id_t *id, int *port);
 
 /** Bootstrap over the caller's out-of-band allgather callbacks (borrowed). */
 nsp_status_t nsp_bootstrap_oob_create(const nsp_oob_coll_t *oob, double timeout_s,

@@ -243,6 +243,14 @@ static nsp_status_t env_rank_size(int *rank, int *size, const char **source)
                      "srun (SLURM_PROCID/SLURM_NTASKS)");
 }
 
+/* The NSPCOMM_ROOT rendezvous's secret: NSPCOMM_TOKEN or NSPCOMM_TOKEN_FILE
+ * (loopback only without either; see nsp_bootstrap_tcp_root_secure). */
+static nsp_status_t env_token(nsp_unique_id_t *id)
+{
+    return nsp_bootstrap_tcp_root_secure(id, getenv("NSPCOMM_TOKEN"),
+                                         getenv("NSPCOMM_TOKEN_FILE"));
+}
+
 nsp_status_t nsp_comm_init_env(nsp_comm_t **comm, const nsp_config_t *config)
 {
     const char         *root   = getenv("NSPCOMM_ROOT");
@@ -266,11 +274,10 @@ nsp_status_t nsp_comm_init_env(nsp_comm_t **comm, const nsp_config_t *config)
                          "rank");
     }
     NSP_CHECK(nsp_unique_id_from_string(root, &id));
+    NSP_CHECK(env_token(&id));
     if (rank == 0) {
-        /* Rank 0 serves on the named port; joins carry no nonce there. */
-        int port;
-        NSP_CHECK(nsp_bootstrap_tcp_port(&id, &port));
-        NSP_CHECK(nsp_bootstrap_tcp_serve(port, 0, &id));
+        /* Rank 0 serves on the named address and port. */
+        NSP_CHECK(nsp_bootstrap_tcp_serve(&id));
     }
     NSP_DEBUG("nsp_comm_init_env: rank %d of %d from %s, rendezvous %s", rank, size, source,
               root);

@@ -5,7 +5,11 @@ if NSP_COMM
 libnspcomm_la_SOURCES += \
 	src/transport/request.c \
 	src/transport/transport.c \
-	src/transport/bootstrap_tcp.c \
+	src/transport/rdv_wire.c \
+	src/transport/rdv_id.c \
+	src/transport/rdv_sock.c \
+	src/transport/rdv_server.c \
+	src/transport/rdv_client.c \
 	src/transport/bootstrap_oob.c \
 	src/transport/ucx.c \
 	src/transport/comm.c
@@ -13,7 +17,12 @@ noinst_HEADERS += \
 	src/transport/transport.h \
 	src/transport/request.h \
 	src/transport/bootstrap.h \
+	src/transport/rdv.h \
+	src/transport/rdv_wire.h \
 	src/transport/comm.h
+# The rendezvous's HMAC-SHA256 (OpenSSL libcrypto).
+libnspcomm_la_CPPFLAGS += $(CRYPTO_CFLAGS)
+libnspcomm_la_LIBADD += $(CRYPTO_LIBS)
 endif
 
 # tests/comm: multi-process tests of the communication layer (real processes
