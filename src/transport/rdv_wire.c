@@ -67,7 +67,15 @@ static nsp_status_t hdr_len_ok(const rdv_hdr_t *h, uint64_t expect, char *why, s
         }
         want = expect;
         break;
-    case RDV_MSG_RESULT: want = expect; break;
+    case RDV_MSG_RESULT:
+        if (h->len > RDV_RESULT_MAX) {
+            snprintf(why, whylen, "RESULT of %llu bytes exceeds the %llu-byte bound of a "
+                                  "bootstrap result",
+                     (unsigned long long)h->len, (unsigned long long)RDV_RESULT_MAX);
+            return NSP_ERR_IO;
+        }
+        want = expect;
+        break;
     default: break;
     }
     if (want != UINT64_MAX && h->len != want) {
