@@ -258,7 +258,10 @@ static void srv_accept_burst(rdv_server_t *srv)
         int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
-                srv_pending_close(srv_pending_slot(srv)); /* make room, try again later */
+                /* Out of descriptors: make room, and do not spin meanwhile. */
+                struct timespec nap = {0, 10 * 1000 * 1000};
+                srv_pending_close(srv_pending_slot(srv));
+                nanosleep(&nap, NULL);
             }
             return;
         }

@@ -74,8 +74,12 @@ static nsp_status_t hdr_len_ok(const rdv_hdr_t *h, uint64_t expect, char *why, s
                      (unsigned long long)h->len, (unsigned long long)RDV_RESULT_MAX);
             return NSP_ERR_IO;
         }
-        want = expect;
-        break;
+        if (h->len != expect) { /* exact, even for expect = UINT64_MAX */
+            snprintf(why, whylen, "RESULT of %llu bytes where %llu are expected",
+                     (unsigned long long)h->len, (unsigned long long)expect);
+            return NSP_ERR_MISMATCH;
+        }
+        return NSP_OK;
     default: break;
     }
     if (want != UINT64_MAX && h->len != want) {
