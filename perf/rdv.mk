@@ -1,0 +1,6 @@
+# perf/nsp_rdv_perf: the TCP rendezvous alone (join, 3 allgathers, close).
+if NSP_COMM
+noinst_PROGRAMS += perf/nsp_rdv_perf
+perf_nsp_rdv_perf_SOURCES = perf/nsp_rdv_perf.c
+perf_nsp_rdv_perf_LDADD = libnspcomm.la libnspcomm_planner.la
+endif
