@@ -43,6 +43,8 @@ _Static_assert(sizeof(rdv_id_t) <= NSP_UNIQUE_ID_BYTES, "rdv id must fit in nsp_
 void         rdv_id_store(const rdv_id_t *rid, nsp_unique_id_t *id);
 /** Errors: NSP_ERR_INVALID_ARG (not an id of this version; logged). */
 nsp_status_t rdv_id_load(const nsp_unique_id_t *id, rdv_id_t *rid);
+/** rdv_id_load, port 0 allowed (an id about to be served on a free port). */
+nsp_status_t rdv_id_load_port0(const nsp_unique_id_t *id, rdv_id_t *rid);
 /** "a.b.c.d:port" or "[v6]:port", for messages. */
 void         rdv_id_where(const rdv_id_t *rid, char *buf, size_t len);
 /** IPv4 address to advertise: $NSPCOMM_SOCKET_IFNAME's, else the first

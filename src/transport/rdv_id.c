@@ -37,9 +37,18 @@ void rdv_id_store(const rdv_id_t *rid, nsp_unique_id_t *id)
 
 nsp_status_t rdv_id_load(const nsp_unique_id_t *id, rdv_id_t *rid)
 {
+    NSP_CHECK(rdv_id_load_port0(id, rid));
+    if (rid->port == 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "unique id without a port: not served yet");
+    }
+    return NSP_OK;
+}
+
+nsp_status_t rdv_id_load_port0(const nsp_unique_id_t *id, rdv_id_t *rid)
+{
     memcpy(rid, id->internal, sizeof(*rid));
     if (rid->magic != RDV_ID_MAGIC || rid->version != RDV_ID_VERSION ||
-        (rid->family != AF_INET && rid->family != AF_INET6) || rid->port == 0) {
+        (rid->family != AF_INET && rid->family != AF_INET6)) {
         return nsp_error(NSP_ERR_INVALID_ARG,
                          "not an nspcomm unique id (magic 0x%08x, version %u): create it with "
                          "nsp_get_unique_id() or nsp_unique_id_from_string()",

@@ -849,7 +849,7 @@ nsp_status_t rdv_serve(nsp_unique_id_t *id)
 {
     rdv_id_t rid;
 
-    NSP_CHECK(rdv_id_load(id, &rid));
+    NSP_CHECK(rdv_id_load_port0(id, &rid));
     NSP_CHECK(srv_start(&rid));
     rdv_id_store(&rid, id);
     return NSP_OK;

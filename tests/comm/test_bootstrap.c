@@ -212,6 +212,7 @@ typedef struct env_case {
     const char *rank_var;
     const char *size_var;
     char        root[64];
+    const char *token; /* NSPCOMM_TOKEN of every rank, NULL: none */
 } env_case_t;
 
 static int rank_init_env(int rank, int nranks, void *arg)
@@ -227,6 +228,9 @@ static int rank_init_env(int rank, int nranks, void *arg)
     snprintf(value, sizeof(value), "%d", nranks);
     setenv(c->size_var, value, 1);
     setenv("NSPCOMM_ROOT", c->root, 1);
+    if (c->token != NULL) {
+        setenv("NSPCOMM_TOKEN", c->token, 1);
+    }
     st = nsp_comm_init_env(&comm, &cfg);
     return check_and_destroy(st, "nsp_comm_init_env", comm, rank, nranks);
 }
@@ -253,15 +257,16 @@ static int free_port(void)
     return port;
 }
 
-static void test_env(const char *rank_var, const char *size_var, const char *host, int nranks)
+static void test_env(const char *rank_var, const char *size_var, const char *host, int nranks,
+                     const char *token)
 {
-    env_case_t  c = {rank_var, size_var, ""};
+    env_case_t  c = {rank_var, size_var, "", token};
     mp_result_t res;
 
     snprintf(c.root, sizeof(c.root), "%s:%d", host, free_port());
     mp_run(nranks, RUN_TIMEOUT_S, rank_init_env, &c, &res);
-    tap_ok(mp_all_ok(&res), "nsp_comm_init_env with %s/%s, NSPCOMM_ROOT=%s: %d ranks", rank_var,
-           size_var, c.root, nranks);
+    tap_ok(mp_all_ok(&res), "nsp_comm_init_env with %s/%s, NSPCOMM_ROOT=%s%s: %d ranks",
+           rank_var, size_var, c.root, token != NULL ? ", NSPCOMM_TOKEN" : "", nranks);
 }
 
 static void test_env_missing(void)
@@ -594,9 +599,10 @@ int main(void)
     test_oob(2);
     test_oob(4);
     test_oob(8);
-    test_env("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "127.0.0.1", 4);
-    test_env("PMI_RANK", "PMI_SIZE", "localhost", 2);
-    test_env("SLURM_PROCID", "SLURM_NTASKS", "127.0.0.1", 3);
+    test_env("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "127.0.0.1", 4, NULL);
+    test_env("PMI_RANK", "PMI_SIZE", "localhost", 2, NULL);
+    test_env("SLURM_PROCID", "SLURM_NTASKS", "127.0.0.1", 3, NULL);
+    test_env("NSPCOMM_RANK", "NSPCOMM_NRANKS", "127.0.0.1", 3, "a-job-secret-of-32-characters-ok");
     test_two_nodes();
     test_missing_rank();
     test_missing_rank_oob();

@@ -485,6 +485,67 @@ static void test_tokens(void)
                "... with a token: OK");
 }
 
+/* An NSPCOMM_ROOT-style id on 127.0.0.1 whose key comes from `token`
+ * (port as given: 0 lets the server pick). */
+static void token_id(const char *token, uint16_t port, nsp_unique_id_t *id)
+{
+    rdv_id_t rid;
+
+    nsp_unique_id_from_string("127.0.0.1:1", id);
+    nsp_bootstrap_tcp_root_secure(id, token, NULL);
+    rdv_peer_id(id, &rid);
+    rid.port = port;
+    memcpy(id->internal, &rid, sizeof(rid));
+}
+
+static int make_token_server(void *out, size_t bytes, char *why, size_t whylen)
+{
+    token_id("the-job-token-0123456789", 0, out);
+    if (nsp_bootstrap_tcp_serve(out) != NSP_OK) {
+        snprintf(why, whylen, "serve: %s", nsp_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* The last rank was given another NSPCOMM_TOKEN: it is refused at once
+ * with a message naming the token; the others time out naming it. */
+static int rank_token(int rank, int nranks, void *arg)
+{
+    nsp_unique_id_t *id = arg;
+    nsp_bootstrap_t *bs = NULL;
+    nsp_status_t     st;
+    rdv_id_t         rid;
+    char             want[32];
+
+    if (rank == nranks - 1) {
+        rdv_peer_id(id, &rid);
+        token_id("another-job-token-0123456789", rid.port, id);
+    }
+    st = nsp_bootstrap_tcp_join(id, rank, nranks, 2.0, &bs);
+    if (st == NSP_OK) {
+        st = nsp_bootstrap_allgather(bs, &rank, want, sizeof(int));
+        nsp_bootstrap_close(bs, 0);
+    }
+    mp_note("%s", nsp_last_error());
+    snprintf(want, sizeof(want), "rank(s) %d ", nranks - 1);
+    if (rank == nranks - 1) {
+        return st == NSP_ERR_INVALID_ARG && strstr(nsp_last_error(), "NSPCOMM_TOKEN") ? 0 : 2;
+    }
+    return st == NSP_ERR_TIMEOUT && strstr(nsp_last_error(), want) != NULL ? 0 : 3;
+}
+
+static void test_wrong_token(void)
+{
+    nsp_unique_id_t id;
+    mp_result_t     res;
+
+    mp_run_made(3, RUN_TIMEOUT_S, rank_token, &id, &id, sizeof(id), make_token_server, &res);
+    tap_ok(mp_all_ok(&res), "a rank with another NSPCOMM_TOKEN is refused (INVALID_ARG naming "
+                            "the token), the others time out naming it");
+    tap_diag("refused rank: %s", res.rank[2].note);
+}
+
 static const attack_t attacks[] = {
     {"garbage: 20 connections send 4 KiB of random bytes", atk_garbage, 0},
     {"wrong magic: an nspcomm-1 HELLO", atk_old_magic, 0},
@@ -510,6 +571,7 @@ int main(void)
         play(&attacks[i], done);
     }
     mp_shared_free(done, 2 * sizeof(int));
+    test_wrong_token();
     test_tokens();
     return tap_done();
 }
