@@ -18,6 +18,7 @@
 #include "transport/rdv_wire.h"
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,7 +51,9 @@ void         rdv_id_where(const rdv_id_t *rid, char *buf, size_t len);
 /** IPv4 address to advertise: $NSPCOMM_SOCKET_IFNAME's, else the first
  *  non-loopback interface up, else 127.0.0.1. Errors: NSP_ERR_NOT_FOUND. */
 nsp_status_t rdv_local_address(struct in_addr *out);
-/** 32 random bytes from the kernel. Errors: NSP_ERR_IO. */
+/** The socket address of rid (address and port); returns its length. */
+socklen_t    rdv_id_sockaddr(const rdv_id_t *rid, struct sockaddr_storage *ss);
+/** `len` random bytes from the kernel. Errors: NSP_ERR_IO. */
 nsp_status_t rdv_random(uint8_t *buf, size_t len);
 
 /* ---- rdv_sock.c -------------------------------------------------------- */

@@ -139,23 +139,10 @@ static const nsp_bootstrap_ops_t rdv_bootstrap_ops = {
 /* One TCP connection to the rendezvous; errno-style result in *err. */
 static int rdv_connect_once(const rdv_id_t *rid, int *err)
 {
-    struct sockaddr_storage ss = {0};
-    socklen_t               len;
+    struct sockaddr_storage ss;
+    socklen_t               len = rdv_id_sockaddr(rid, &ss);
     int                     fd;
 
-    if (rid->family == AF_INET) {
-        struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
-        sa->sin_family         = AF_INET;
-        sa->sin_port           = htons(rid->port);
-        memcpy(&sa->sin_addr, rid->addr, 4);
-        len = sizeof(*sa);
-    } else {
-        struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&ss;
-        sa->sin6_family         = AF_INET6;
-        sa->sin6_port           = htons(rid->port);
-        memcpy(&sa->sin6_addr, rid->addr, 16);
-        len = sizeof(*sa);
-    }
     fd = socket(rid->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         *err = errno;

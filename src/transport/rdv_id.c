@@ -65,6 +65,23 @@ void rdv_id_where(const rdv_id_t *rid, char *buf, size_t len)
     snprintf(buf, len, rid->family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, rid->port);
 }
 
+socklen_t rdv_id_sockaddr(const rdv_id_t *rid, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (rid->family == AF_INET) {
+        struct sockaddr_in *sa = (struct sockaddr_in *)ss;
+        sa->sin_family         = AF_INET;
+        sa->sin_port           = htons(rid->port);
+        memcpy(&sa->sin_addr, rid->addr, 4);
+        return sizeof(*sa);
+    }
+    struct sockaddr_in6 *sa = (struct sockaddr_in6 *)ss;
+    sa->sin6_family         = AF_INET6;
+    sa->sin6_port           = htons(rid->port);
+    memcpy(&sa->sin6_addr, rid->addr, 16);
+    return sizeof(*sa);
+}
+
 nsp_status_t rdv_random(uint8_t *buf, size_t len)
 {
     size_t got = 0;

@@ -755,9 +755,8 @@ static void *srv_main(void *arg)
 /* Listen on rid's address and port; the port bound back into rid. */
 static nsp_status_t srv_listen(rdv_id_t *rid, int *fd_out)
 {
-    struct sockaddr_storage ss  = {0};
-    socklen_t               len = rid->family == AF_INET ? sizeof(struct sockaddr_in)
-                                                         : sizeof(struct sockaddr_in6);
+    struct sockaddr_storage ss;
+    socklen_t               len = rdv_id_sockaddr(rid, &ss);
     int                     one = 1;
     char                    where[64];
     int                     fd = socket(rid->family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -766,17 +765,6 @@ static nsp_status_t srv_listen(rdv_id_t *rid, int *fd_out)
         return nsp_error(NSP_ERR_IO, "rendezvous: socket: %s", strerror(errno));
     }
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (rid->family == AF_INET) {
-        struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
-        sa->sin_family         = AF_INET;
-        sa->sin_port           = htons(rid->port);
-        memcpy(&sa->sin_addr, rid->addr, 4);
-    } else {
-        struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&ss;
-        sa->sin6_family         = AF_INET6;
-        sa->sin6_port           = htons(rid->port);
-        memcpy(&sa->sin6_addr, rid->addr, 16);
-    }
     if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 1024) != 0 ||
         getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
         int err = errno;
