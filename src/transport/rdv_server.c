@@ -308,8 +308,9 @@ static nsp_status_t srv_setup_world(rdv_server_t *srv, int nranks)
 }
 
 /* An authenticated connection becomes rank a->rank, or is refused. Only a
- * world-size disagreement fails the rendezvous (the ranks' configs
- * differ); a rank out of range or one already joined is refused alone. */
+ * world-size disagreement before the world is complete fails the
+ * rendezvous (the ranks' configs differ); a rank out of range, one already
+ * joined, or a stray one after completion is refused alone. */
 static nsp_status_t srv_admit(rdv_server_t *srv, rdv_pending_t *p, const rdv_auth_t *a)
 {
     uint8_t     mac[RDV_MAC_BYTES];
@@ -328,7 +329,8 @@ static nsp_status_t srv_admit(rdv_server_t *srv, rdv_pending_t *p, const rdv_aut
                  a->rank, a->nranks, srv->nranks);
         srv_refuse(fd, NSP_ERR_MISMATCH, srv->why);
         p->fd = -1;
-        return NSP_ERR_MISMATCH;
+        /* A world already complete is right: only the stray one is told. */
+        return srv->complete ? NSP_OK : NSP_ERR_MISMATCH;
     }
     if (a->rank >= a->nranks || srv->ranks[a->rank].fd >= 0) {
         snprintf(text, sizeof(text),
