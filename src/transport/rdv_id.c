@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "transport/bootstrap.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -392,10 +393,11 @@ static nsp_status_t root_loopback_only(rdv_id_t *rid, const char *where)
 nsp_status_t nsp_bootstrap_tcp_root_secure(nsp_unique_id_t *id, const char *token,
                                            const char *token_file)
 {
-    rdv_id_t rid;
-    char     where[INET6_ADDRSTRLEN + 16];
-    char     buf[RDV_TOKEN_FILE_MAX];
-    size_t   n = 0;
+    rdv_id_t     rid;
+    char         where[INET6_ADDRSTRLEN + 16];
+    char         buf[RDV_TOKEN_FILE_MAX];
+    size_t       n = 0;
+    nsp_status_t status;
 
     NSP_CHECK(rdv_id_load(id, &rid));
     rdv_id_where(&rid, where, sizeof(where));
@@ -412,8 +414,11 @@ nsp_status_t nsp_bootstrap_tcp_root_secure(nsp_unique_id_t *id, const char *toke
         rdv_id_store(&rid, id);
         return NSP_OK;
     }
-    NSP_CHECK(token_key(token, n, rid.key));
+    status = token_key(token, n, rid.key);
+    OPENSSL_cleanse(buf, sizeof(buf)); /* the token file's text */
+    NSP_CHECK(status);
     rid.flags |= RDV_ID_SECRET;
     rdv_id_store(&rid, id);
+    OPENSSL_cleanse(&rid, sizeof(rid));
     return NSP_OK;
 }
