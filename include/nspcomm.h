@@ -134,6 +134,13 @@ typedef struct nsp_cluster {
     double overlap;         /**< eta: overlap efficiency of pipelined levels, [0,1] */
 } nsp_cluster_t;
 
+/** The most ranks a cluster may have (nsp_cluster_preset, nsp_cluster_load,
+ *  nsp_plan_create), and the most sequences one batch may hold
+ *  (nsp_workload_sample, nsp_plan_create): larger requests are
+ *  NSP_ERR_INVALID_ARG with a message, before anything is allocated. */
+#define NSP_MAX_RANKS      (1 << 20)
+#define NSP_MAX_BATCH_SEQS (1 << 24)
+
 /**
  * Fill *model from a built-in preset ("qwen3-30b-a3b", "qwen3-235b-a22b",
  * "llama3-8b"). Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_NOT_FOUND
@@ -143,8 +150,9 @@ nsp_status_t nsp_model_preset(const char *name, nsp_model_t *model);
 
 /**
  * Fill *cluster from a built-in preset ("h100", "h800") sized to `ranks`.
- * Errors: NSP_ERR_INVALID_ARG (NULL, ranks < 1, ranks not a multiple of the
- * preset's ranks per node), NSP_ERR_NOT_FOUND (unknown name).
+ * Errors: NSP_ERR_INVALID_ARG (NULL, ranks < 1 or above NSP_MAX_RANKS, ranks
+ * not a multiple of the preset's ranks per node), NSP_ERR_NOT_FOUND (unknown
+ * name).
  */
 nsp_status_t nsp_cluster_preset(const char *name, int ranks, nsp_cluster_t *cluster);
 
@@ -278,7 +286,8 @@ typedef struct nsp_planner_params {
  * caller (nsp_plan_free) and carries its prediction, lower bound and planning
  * time; with params.enable_ring it carries NSP_PLAN_FLAG_RING and the bound
  * with rings. Errors: NSP_ERR_INVALID_ARG (a length <= 0, names the index;
- * inconsistent cluster; a parameter out of range), NSP_ERR_INFEASIBLE (a sequence no group can hold:
+ * inconsistent cluster; more than NSP_MAX_RANKS ranks or NSP_MAX_BATCH_SEQS
+ * sequences; a parameter out of range), NSP_ERR_INFEASIBLE (a sequence no group can hold:
  * the message names the sequence, its length and the memory it needs at the
  * largest degree with recomputation), NSP_ERR_NO_MEMORY.
  */

@@ -337,3 +337,28 @@ nsp_status_t nsp_opt_mem_check(const char *prog, const char *what, double bytes)
     return nsp_error_quiet(NSP_ERR_NO_MEMORY, "%s needs about %s, more than the limit of %s "
                            "(%s)", what, need, have, source);
 }
+
+nsp_status_t nsp_opt_batch_check(const char *prog, const char *what, const nsp_workload_t *wl,
+                                 uint64_t seed, int64_t max_len, double tokens, int64_t seqs,
+                                 int ranks, int nplanners)
+{
+    const int64_t probe = (int64_t)1 << 20;
+    int64_t      *lens  = NULL;
+    int           n     = 0;
+    double        nseq  = (double)seqs, bytes;
+    char          about[320];
+
+    if (seqs <= 0) {
+        NSP_CHECK(nsp_workload_sample(wl, seed, 0, probe, max_len, &lens, &n));
+        free(lens);
+        nseq = tokens * n / (double)probe;
+    }
+    snprintf(about, sizeof(about), "%s (about %.3g sequences per batch)", what, nseq);
+    if (nseq > NSP_MAX_BATCH_SEQS) {
+        fprintf(stderr, "%s: %s: more than the %d sequences a batch may hold "
+                "(NSP_MAX_BATCH_SEQS): ask for fewer\n", prog, about, NSP_MAX_BATCH_SEQS);
+        return nsp_error_quiet(NSP_ERR_INVALID_ARG, "%s: more than NSP_MAX_BATCH_SEQS", about);
+    }
+    bytes = nseq * (8.0 + 64.0 * nplanners) + 4096.0 * ranks * nplanners;
+    return nsp_opt_mem_check(prog, about, bytes);
+}

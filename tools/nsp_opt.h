@@ -90,6 +90,21 @@ nsp_status_t nsp_opt_in_path(const char *prog, const char *opt, const char *path
  */
 nsp_status_t nsp_opt_mem_check(const char *prog, const char *what, double bytes);
 
+/**
+ * The up-front estimate of a planning request, before any batch is drawn:
+ * a batch of `tokens` tokens (or exactly `seqs` sequences when seqs > 0)
+ * from workload `wl` cut at max_len, planned by `nplanners` planners on
+ * `ranks` ranks. The sequences per batch (pieces per token measured on a
+ * 2^20-token sample of wl) must stay within NSP_MAX_BATCH_SEQS, and the
+ * memory (8 B of lengths plus about 64 B of plan per sequence and planner,
+ * 4 KiB per rank and planner) within nsp_opt_mem_check's limit. `what`
+ * names the request in the message ("--tokens-per-rank 1e12 x 64 ranks").
+ * NSP_OK, or NSP_ERR_INVALID_ARG / NSP_ERR_NO_MEMORY after printing why.
+ */
+nsp_status_t nsp_opt_batch_check(const char *prog, const char *what, const nsp_workload_t *wl,
+                                 uint64_t seed, int64_t max_len, double tokens, int64_t seqs,
+                                 int ranks, int nplanners);
+
 /** Bytes in words ("7.3 TiB") into buf[len]; returns buf. */
 const char *nsp_opt_bytes_str(double bytes, char *buf, size_t len);
 
