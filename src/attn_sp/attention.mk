@@ -5,6 +5,7 @@
 noinst_LTLIBRARIES += libnspattn.la
 libnspattn_la_SOURCES = \
 	src/attn_sp/attn_ref.c \
+	src/attn_sp/attn_bytes.c \
 	src/attn_sp/attn_tile.c \
 	src/attn_sp/attn_tile_generic.c \
 	src/attn_sp/attn_tile_avx2.c \
@@ -35,6 +36,12 @@ TESTS += tests/attn/test_attn_ref
 tests_attn_test_attn_ref_SOURCES = tests/attn/test_attn_ref.c tests/attn/attn_naive.c \
 	tests/attn/attn_naive.h
 tests_attn_test_attn_ref_LDADD = $(NSP_ATTN_TEST_LIBS)
+
+# Buffer sizes given through params (NSP_ATTN_FIELD_BYTES), checked.
+check_PROGRAMS += tests/attn/test_attn_bytes
+TESTS += tests/attn/test_attn_bytes
+tests_attn_test_attn_bytes_SOURCES = tests/attn/test_attn_bytes.c
+tests_attn_test_attn_bytes_LDADD = $(NSP_ATTN_TEST_LIBS)
 
 check_PROGRAMS += tests/attn/test_attn_ring_sim
 TESTS += tests/attn/test_attn_ring_sim
