@@ -908,6 +908,7 @@ static nsp_plan_t *make_real_plan(perf_ctx_t *c)
     int                  n;
     nsp_planner_params_t pp;
     nsp_plan_t          *plan;
+    nsp_status_t         st;
 
     PCHECK(c, nsp_model_preset(c->opts.model, &model), "model");
     PCHECK(c, nsp_cluster_preset(c->opts.cluster, 8, &cluster), "cluster");
@@ -922,13 +923,17 @@ static nsp_plan_t *make_real_plan(perf_ctx_t *c)
         model.params = model.params * c->nranks / 64.0;
     }
     PCHECK(c, nsp_workload_load(c->opts.workload, &wl), "workload");
-    PCHECK(c, nsp_workload_sample(wl, c->opts.seed, 0, c->opts.tokens_per_rank * c->nranks,
-                                  c->opts.max_len, &lens, &n), "sample");
+    if (nsp_workload_sample(wl, c->opts.seed, 0, c->opts.tokens_per_rank * c->nranks,
+                            c->opts.max_len, &lens, &n) != NSP_OK) {
+        nsp_workload_free(wl);
+        die_status(c, "sample");
+    }
+    nsp_workload_free(wl);
     memset(&pp, 0, sizeof(pp));
     pp.kind = NSP_PLANNER_NESTED;
-    PCHECK(c, nsp_plan_create(&model, &cluster, lens, n, &pp, &plan), "nested plan");
+    st = nsp_plan_create(&model, &cluster, lens, n, &pp, &plan);
     free(lens);
-    nsp_workload_free(wl);
+    PCHECK(c, st, "nested plan");
     /* Measure one round; by default the one with the most exchanging levels
      * (degrees > 1 holding >= 5% of the round's tokens), then the most tokens
      * above degree 1. It is
@@ -937,9 +942,10 @@ static nsp_plan_t *make_real_plan(perf_ctx_t *c)
         int best = c->opts.round, best_levels = -1;
         double best_tokens = -1;
         if (best >= plan->nrounds) {
-            fprintf(stderr, "nsp_a2a_perf: --round %d but the plan has %d rounds\n", best,
-                    plan->nrounds);
-            exit(1);
+            nsp_error_quiet(NSP_ERR_INVALID_ARG, "the plan has %d rounds (0..%d)", plan->nrounds,
+                            plan->nrounds - 1);
+            nsp_plan_free(plan);
+            die_status(c, "--round"); /* frees the tree and the world, exits */
         }
         for (int r = 0; best < 0 && r < plan->nrounds; ++r) {
             int    degs[64], nd = 0, nbig = 0;

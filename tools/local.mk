@@ -6,3 +6,7 @@
 noinst_LTLIBRARIES += tools/libnsptools.la
 tools_libnsptools_la_SOURCES = tools/nsp_opt.c tools/nsp_opt.h tools/nsp_launch.c tools/nsp_launch.h
 tools_libnsptools_la_CFLAGS = $(AM_CFLAGS)
+
+# The bad-input and fault tests of the tools (docs/reliability.md).
+TESTS += tests/tools/test_bad_input.sh tests/tools/test_faults.sh
+dist_noinst_SCRIPTS += tests/tools/test_bad_input.sh tests/tools/test_faults.sh

@@ -21,9 +21,12 @@
 /* Whether the ranks may start (launch_gate_t.state). */
 enum { GATE_WAIT = 0, GATE_OPEN = 1, GATE_FAILED = 2 };
 
-/* Shared with the ranks: the gate, then the `bytes` bytes made after the fork. */
+/* Shared with the ranks: the gate, the notice a rank prints when the
+ * launcher stops it, then the `bytes` bytes made after the fork. */
 typedef struct launch_gate {
-    int state; /* GATE_*, accessed with __atomic builtins */
+    int  state;       /* GATE_*, accessed with __atomic builtins */
+    int  notice_len;  /* bytes of notice, written before any SIGTERM */
+    char notice[320]; /* "stopped by the launcher: rank 0 was killed by ...\n" */
 } launch_gate_t;
 
 /* The launcher's view of one run. */
@@ -95,6 +98,26 @@ static void rank_stdout(nsp_launch_stdout_t mode, int rank)
     }
 }
 
+/* In a rank: the gate, for the SIGTERM handler (a handler has no argument). */
+static const launch_gate_t *rank_gate;
+static char                 rank_prefix[32];
+
+/* SIGTERM from the launcher: say why on stderr (it names the rank that
+ * failed first, so every rank's last words name it, wherever the rank was
+ * blocked), then die of SIGTERM. Async-signal-safe: write() only. */
+static void rank_on_sigterm(int sig)
+{
+    const int len = rank_gate->notice_len;
+
+    if (len > 0 && len <= (int)sizeof(rank_gate->notice)) {
+        ssize_t w = write(STDERR_FILENO, rank_prefix, strlen(rank_prefix));
+        w += write(STDERR_FILENO, rank_gate->notice, (size_t)len);
+        (void)w;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static void rank_main(const launch_run_t *run, pid_t parent, int rank)
 {
     const nsp_launch_t *l = run->l;
@@ -102,7 +125,9 @@ static void rank_main(const launch_run_t *run, pid_t parent, int rank)
 
     /* Die with the launcher, even if it is SIGKILLed. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    signal(SIGTERM, SIG_DFL);
+    rank_gate = run->gate;
+    snprintf(rank_prefix, sizeof(rank_prefix), "[rank %d] ", rank);
+    signal(SIGTERM, rank_on_sigterm);
     code = getppid() != parent ? NSP_LAUNCH_EXIT_NOT_STARTED : 0;
     rank_stdout(l->out, rank);
     if (code == 0 && l->make != NULL) {
@@ -192,11 +217,31 @@ static void signal_alive(const launch_run_t *run, int sig)
     }
 }
 
+/* What the ranks print when stopped: why (the first failed rank's fate, or
+ * the launcher's reason). Written before the first SIGTERM. */
+static void set_notice(launch_run_t *run)
+{
+    launch_gate_t *g = run->gate;
+    char           fate[256];
+    int            n;
+
+    if (run->res->first_failed >= 0) {
+        nsp_launch_describe(run->res, run->res->first_failed, fate, sizeof(fate));
+    } else {
+        snprintf(fate, sizeof(fate), "%s", run->res->why[0] != '\0' ? run->res->why : "stopped");
+    }
+    n = snprintf(g->notice, sizeof(g->notice), "stopped by the launcher: %s\n", fate);
+    __atomic_store_n(&g->notice_len, n < (int)sizeof(g->notice) ? n : (int)sizeof(g->notice) - 1,
+                     __ATOMIC_RELEASE);
+}
+
 /* Stop every rank still running: SIGTERM (with SIGCONT, for a stopped
  * rank), SIGKILL after term_s; reap all. */
 static void stop_all(launch_run_t *run, double term_s)
 {
     double until = now_s() + term_s;
+
+    set_notice(run);
 
     for (int r = 0; r < run->l->nranks; ++r) {
         run->res->rank[r].stopped = run->alive[r];
