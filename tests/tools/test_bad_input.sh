@@ -40,6 +40,30 @@ bad() {
     fi
 }
 
+# fails TOOL FRAGMENT ARGS...: a value only the ranks can judge: TOOL ARGS
+# exits 1 within 60 s with FRAGMENT on stderr, and no sanitizer spoke (the
+# ranks free their world, with its UCX endpoints, on the way out).
+fails() {
+    tool=$1 want=$2
+    shift 2
+    n=$((n + 1))
+    if [ ! -x "$b/$tool" ]; then
+        echo "ok $n # SKIP $tool not built"
+        return
+    fi
+    timeout 60 "$b/$tool" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -eq 1 ] && grep -qF -- "$want" "$tmp/err" &&
+        ! grep -qE "Sanitizer|runtime error" "$tmp/err"; then
+        echo "ok $n - $(basename "$tool") $*: exit 1, no leak, \"$(grep -F -- "$want" "$tmp/err" |
+            head -n 1 | head -c 150)\""
+    else
+        echo "not ok $n - $(basename "$tool") $*: exit $rc (want 1 and \"$want\")"
+        grep -v "UCX  WARN" "$tmp/err" | sed 's/^/# /' | head -n 20
+        fail=1
+    fi
+}
+
 sim=perf/nsp_sim
 bad $sim "more than the 16777216 sequences" --tokens-per-rank 1e12
 bad $sim "--tokens-per-rank 9e18: expected an integer in 1..1099511627776" --tokens-per-rank 9e18
@@ -91,6 +115,14 @@ bad $a2a "needs about" --ranks 4 -b 1G -e 1G
 BAD_ENV=NSPCOMM_NRANKS=0
 bad $a2a "NSPCOMM_NRANKS 0: expected an integer in 1..1048576"
 BAD_ENV=
+printf 'abc\n' >"$tmp/bad-workload.txt"
+small="--ranks 2 -b 64K -e 64K -n 2 -w 1"
+# shellcheck disable=SC2086
+fails $a2a "rank 0: --round: the plan has" $small --round 99
+# shellcheck disable=SC2086
+fails $a2a "is not a length" $small --workload "$tmp/bad-workload.txt"
+# shellcheck disable=SC2086
+fails $a2a "cannot shard 3 heads" $small --cluster h800 --heads 3
 topo=perf/nsp_topo
 bad $topo "--nodes -1: expected an integer in 0..16777216" --nodes -1
 bad $topo "--ranks-per-node x: expected an integer" --ranks-per-node x
