@@ -119,17 +119,6 @@ static int watch_startup(void *arg, double elapsed_s, char *why, size_t whylen)
     return 1;
 }
 
-/* nsp_launch_make_fn_t: the ranks' bootstrap id, made after the fork. */
-static int make_id(void *out, size_t bytes, char *why, size_t whylen)
-{
-    (void)bytes;
-    if (nsp_get_unique_id(out) != NSP_OK) {
-        snprintf(why, whylen, "%s", nsp_last_error());
-        return 1;
-    }
-    return 0;
-}
-
 /* The first failed rank, in words: exit code or signal, and its note. */
 static nsp_status_t rank_failed(const nsp_launch_result_t *res, char (*notes)[256])
 {
@@ -165,7 +154,7 @@ static nsp_status_t demo_launch(int nranks, demo_rank_fn_t fn, void *arg, nsp_un
     l.grace_s   = 10.0; /* the others fail on their own within their timeout */
     l.fn        = fn;
     l.arg       = arg;
-    l.make      = make_id;
+    l.make      = nsp_launch_make_uid;
     l.field     = id;
     l.bytes     = sizeof(*id);
     l.watch     = watch_startup;

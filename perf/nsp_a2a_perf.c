@@ -1360,19 +1360,6 @@ static int run_launched(perf_ctx_t *c, int argc, char **argv)
     return rc;
 }
 
-/* nsp_launch_make_fn_t: the ranks' bootstrap id, made after the fork (its
- * rendezvous thread starts here: a rank forked beside a live thread may
- * inherit a lock it holds forever). */
-static int make_id(void *out, size_t bytes, char *why, size_t whylen)
-{
-    (void)bytes;
-    if (nsp_get_unique_id(out) != NSP_OK) {
-        snprintf(why, whylen, "nsp_get_unique_id: %s", nsp_last_error());
-        return 1;
-    }
-    return 0;
-}
-
 /* A forked rank (nsp_launch_fn_t): join the world through the id, run. */
 static int forked_rank(int rank, int nranks, void *arg)
 {
@@ -1404,7 +1391,7 @@ static int run_forked(perf_ctx_t *base)
     l.timeout_s = base->opts.timeout_s;
     l.fn        = forked_rank;
     l.arg       = base;
-    l.make      = make_id;
+    l.make      = nsp_launch_make_uid; /* after the fork: its thread must not be forked */
     l.field     = &base->id;
     l.bytes     = sizeof(base->id);
     l.out       = NSP_LAUNCH_STDOUT_RANK0; /* only rank 0 prints the table */

@@ -101,6 +101,13 @@ typedef struct nsp_launch_result {
  */
 nsp_status_t nsp_launch_run(const nsp_launch_t *l, nsp_launch_result_t *res);
 
+/**
+ * A nsp_launch_make_fn_t that makes a fresh bootstrap id (nsp_get_unique_id)
+ * into `out` (bytes == sizeof(nsp_unique_id_t)): its rendezvous thread starts
+ * in the launcher after the fork (tools/nsp_launch_uid.c; link libnspcomm).
+ */
+int nsp_launch_make_uid(void *out, size_t bytes, char *why, size_t whylen);
+
 /** Ranks that did not exit with 0. */
 int nsp_launch_failed(const nsp_launch_result_t *res);
 

@@ -17,11 +17,11 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1"
 export NSPCOMM_TOOL_MEM_LIMIT=4G
 
 BAD_ENV=
-# bad TOOL FRAGMENT ARGS...: TOOL ARGS exits 2 within 60 s, its stderr holds
-# FRAGMENT, and no sanitizer spoke.
-bad() {
-    tool=$1 want=$2
-    shift 2
+# expect RC TOOL FRAGMENT ARGS...: TOOL ARGS exits with RC within 60 s, its
+# stderr holds FRAGMENT, and no sanitizer spoke.
+expect() {
+    want_rc=$1 tool=$2 want=$3
+    shift 3
     n=$((n + 1))
     if [ ! -x "$b/$tool" ]; then
         echo "ok $n # SKIP $tool not built"
@@ -30,39 +30,21 @@ bad() {
     # shellcheck disable=SC2086 # BAD_ENV: VAR=VALUE words for this case
     timeout 60 env $BAD_ENV "$b/$tool" "$@" >"$tmp/out" 2>"$tmp/err"
     rc=$?
-    if [ $rc -eq 2 ] && grep -qF -- "$want" "$tmp/err" &&
+    if [ $rc -eq "$want_rc" ] && grep -qF -- "$want" "$tmp/err" &&
         ! grep -qE "Sanitizer|runtime error" "$tmp/err"; then
-        echo "ok $n - $(basename "$tool") $*: exit 2, \"$(head -c 150 "$tmp/err" | head -n 1)\""
-    else
-        echo "not ok $n - $(basename "$tool") $*: exit $rc (want 2 and \"$want\")"
-        sed 's/^/# /' "$tmp/err" | head -n 20
-        fail=1
-    fi
-}
-
-# fails TOOL FRAGMENT ARGS...: a value only the ranks can judge: TOOL ARGS
-# exits 1 within 60 s with FRAGMENT on stderr, and no sanitizer spoke (the
-# ranks free their world, with its UCX endpoints, on the way out).
-fails() {
-    tool=$1 want=$2
-    shift 2
-    n=$((n + 1))
-    if [ ! -x "$b/$tool" ]; then
-        echo "ok $n # SKIP $tool not built"
-        return
-    fi
-    timeout 60 "$b/$tool" "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    if [ $rc -eq 1 ] && grep -qF -- "$want" "$tmp/err" &&
-        ! grep -qE "Sanitizer|runtime error" "$tmp/err"; then
-        echo "ok $n - $(basename "$tool") $*: exit 1, no leak, \"$(grep -F -- "$want" "$tmp/err" |
+        echo "ok $n - $(basename "$tool") $*: exit $rc, \"$(grep -F -- "$want" "$tmp/err" |
             head -n 1 | head -c 150)\""
     else
-        echo "not ok $n - $(basename "$tool") $*: exit $rc (want 1 and \"$want\")"
+        echo "not ok $n - $(basename "$tool") $*: exit $rc (want $want_rc and \"$want\")"
         grep -v "UCX  WARN" "$tmp/err" | sed 's/^/# /' | head -n 20
         fail=1
     fi
 }
+# bad TOOL FRAGMENT ARGS...: refused before the run (exit 2).
+bad() { expect 2 "$@"; }
+# fails TOOL FRAGMENT ARGS...: a value only the ranks can judge (exit 1);
+# the ranks free their world, with its UCX endpoints, on the way out.
+fails() { expect 1 "$@"; }
 
 sim=perf/nsp_sim
 bad $sim "more than the 16777216 sequences" --tokens-per-rank 1e12
