@@ -469,11 +469,8 @@ static nsp_status_t run(const sim_config_t *cfg, int *refused)
 
     memset(rows, 0, sizeof(rows));
     NSP_CHECK_GOTO(load_inputs(cfg, &model, &cluster, &wl), status, out);
-    status   = check_request(cfg, wl, cluster.ranks);
-    *refused = status != NSP_OK;
-    if (status != NSP_OK) {
-        goto out;
-    }
+    *refused = (status = check_request(cfg, wl, cluster.ranks)) != NSP_OK; /* printed */
+    NSP_CHECK_GOTO(status, status, out);
     print_header(cfg, &model, &cluster, nsp_workload_count(wl));
     if (cfg->json_path != NULL) {
         json = fopen(cfg->json_path, "w");

@@ -52,6 +52,7 @@ tests_attn_test_attn_ring_sim_LDADD = $(NSP_ATTN_TEST_LIBS)
 # Timing of the reference kernel (not a test): tests/attn/bench_attn [T n_q n_kv D]
 check_PROGRAMS += tests/attn/bench_attn
 tests_attn_bench_attn_SOURCES = tests/attn/bench_attn.c
+tests_attn_bench_attn_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
 tests_attn_bench_attn_LDADD = $(NSP_ATTN_TEST_LIBS)
 
 # Nested attention (tests/nested_attn/): the pure parts in one process, then
@@ -77,5 +78,6 @@ endif
 if NSP_COMM
 check_PROGRAMS += tests/nested_attn/bench_nested_attn
 tests_nested_attn_bench_nested_attn_SOURCES = tests/nested_attn/bench_nested_attn.c
+tests_nested_attn_bench_nested_attn_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
 tests_nested_attn_bench_nested_attn_LDADD = $(NATTN_TEST_LIBS)
 endif
