@@ -280,12 +280,12 @@ static void watch_ranks(launch_run_t *run, double grace_s, double term_s)
         }
         if (failed_at >= 0 && now - failed_at > grace_s) {
             snprintf(run->res->why, sizeof(run->res->why), "rank %d failed; the others were "
-                     "stopped %.0f s later", run->res->first_failed, grace_s);
+                     "stopped %g s later", run->res->first_failed, grace_s);
             break;
         }
         if (now - run->t0 > l->timeout_s) {
             run->res->timed_out = 1;
-            snprintf(run->res->why, sizeof(run->res->why), "ranks still running after %.0f s "
+            snprintf(run->res->why, sizeof(run->res->why), "ranks still running after %g s "
                      "were stopped", l->timeout_s);
             break;
         }
