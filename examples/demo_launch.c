@@ -160,6 +160,7 @@ static nsp_status_t demo_launch(int nranks, demo_rank_fn_t fn, void *arg, nsp_un
     l.watch     = watch_startup;
     l.watch_arg = &startup;
     l.out       = NSP_LAUNCH_STDOUT_STDERR; /* the parent owns stdout (the table) */
+    l.notify    = 1; /* every rank names the rank that failed first */
     status      = nsp_launch_run(&l, &res);
     if (status != NSP_OK) {
         *no_id = status == NSP_ERR_BACKEND;

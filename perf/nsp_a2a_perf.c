@@ -1395,6 +1395,7 @@ static int run_forked(perf_ctx_t *base)
     l.field     = &base->id;
     l.bytes     = sizeof(base->id);
     l.out       = NSP_LAUNCH_STDOUT_RANK0; /* only rank 0 prints the table */
+    l.notify    = 1; /* every rank names the rank that failed first */
     if (nsp_launch_run(&l, &res) != NSP_OK) {
         fprintf(stderr, "nsp_a2a_perf: %s\n", nsp_last_error());
         return 1;

@@ -25,8 +25,8 @@ enum { GATE_WAIT = 0, GATE_OPEN = 1, GATE_FAILED = 2 };
  * launcher stops it, then the `bytes` bytes made after the fork. */
 typedef struct launch_gate {
     int  state;       /* GATE_*, accessed with __atomic builtins */
-    int  notice_len;  /* bytes of notice, written before any SIGTERM */
-    char notice[320]; /* "stopped by the launcher: rank 0 was killed by ...\n" */
+    int  notice_len;  /* bytes of notice, written before any SIGTERM or SIGUSR1 */
+    char notice[320]; /* "rank 0 was killed by signal 9 (Killed) after 4.5 s\n" */
 } launch_gate_t;
 
 /* The launcher's view of one run. */
@@ -98,24 +98,58 @@ static void rank_stdout(nsp_launch_stdout_t mode, int rank)
     }
 }
 
-/* In a rank: the gate, for the SIGTERM handler (a handler has no argument). */
+/* In a rank: the gate and the lines' starts, for the signal handlers (a
+ * handler has no argument: these are the rank process's own). */
 static const launch_gate_t *rank_gate;
-static char                 rank_prefix[32];
+static char                 rank_stopped[48], rank_reports[48];
 
-/* SIGTERM from the launcher: say why on stderr (it names the rank that
- * failed first, so every rank's last words name it, wherever the rank was
- * blocked), then die of SIGTERM. Async-signal-safe: write() only. */
-static void rank_on_sigterm(int sig)
+/* The launcher's notice after `prefix` on stderr. Async-signal-safe. */
+static void rank_say_notice(const char *prefix)
 {
-    const int len = rank_gate->notice_len;
+    const int len = __atomic_load_n(&rank_gate->notice_len, __ATOMIC_ACQUIRE);
 
     if (len > 0 && len <= (int)sizeof(rank_gate->notice)) {
-        ssize_t w = write(STDERR_FILENO, rank_prefix, strlen(rank_prefix));
+        ssize_t w = write(STDERR_FILENO, prefix, strlen(prefix));
         w += write(STDERR_FILENO, rank_gate->notice, (size_t)len);
         (void)w;
     }
+}
+
+/* SIGTERM from the launcher: say why (it names the rank that failed first,
+ * so every rank's last words name it, wherever the rank was blocked), then
+ * die of SIGTERM. */
+static void rank_on_sigterm(int sig)
+{
+    rank_say_notice(rank_stopped);
     signal(sig, SIG_DFL);
     raise(sig);
+}
+
+/* SIGUSR1 from the launcher (nsp_launch_t.notify): a rank failed; say which
+ * and go on (this rank fails on its own, or is stopped later). */
+static void rank_on_sigusr1(int sig)
+{
+    (void)sig;
+    rank_say_notice(rank_reports);
+}
+
+/* The handlers of a rank (before fn runs). */
+static void rank_signals(const launch_run_t *run, int rank)
+{
+    struct sigaction sa;
+
+    rank_gate = run->gate;
+    snprintf(rank_stopped, sizeof(rank_stopped), "[rank %d] stopped by the launcher: ", rank);
+    snprintf(rank_reports, sizeof(rank_reports), "[rank %d] the launcher reports: ", rank);
+    memset(&sa, 0, sizeof(sa));
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = rank_on_sigterm;
+    sigaction(SIGTERM, &sa, NULL);
+    if (run->l->notify) {
+        sa.sa_handler = rank_on_sigusr1;
+        sa.sa_flags   = SA_RESTART; /* the rank goes on: restart what it can */
+        sigaction(SIGUSR1, &sa, NULL);
+    }
 }
 
 static void rank_main(const launch_run_t *run, pid_t parent, int rank)
@@ -125,9 +159,7 @@ static void rank_main(const launch_run_t *run, pid_t parent, int rank)
 
     /* Die with the launcher, even if it is SIGKILLed. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    rank_gate = run->gate;
-    snprintf(rank_prefix, sizeof(rank_prefix), "[rank %d] ", rank);
-    signal(SIGTERM, rank_on_sigterm);
+    rank_signals(run, rank);
     code = getppid() != parent ? NSP_LAUNCH_EXIT_NOT_STARTED : 0;
     rank_stdout(l->out, rank);
     if (code == 0 && l->make != NULL) {
@@ -230,7 +262,7 @@ static void set_notice(launch_run_t *run)
     } else {
         snprintf(fate, sizeof(fate), "%s", run->res->why[0] != '\0' ? run->res->why : "stopped");
     }
-    n = snprintf(g->notice, sizeof(g->notice), "stopped by the launcher: %s\n", fate);
+    n = snprintf(g->notice, sizeof(g->notice), "%s\n", fate);
     __atomic_store_n(&g->notice_len, n < (int)sizeof(g->notice) ? n : (int)sizeof(g->notice) - 1,
                      __ATOMIC_RELEASE);
 }
@@ -277,6 +309,10 @@ static void watch_ranks(launch_run_t *run, double grace_s, double term_s)
         now = now_s();
         if (failed_at < 0 && run->res->first_failed >= 0) {
             failed_at = now;
+            if (l->notify) { /* every other rank says at once which rank failed */
+                set_notice(run);
+                signal_alive(run, SIGUSR1);
+            }
         }
         if (failed_at >= 0 && now - failed_at > grace_s) {
             snprintf(run->res->why, sizeof(run->res->why), "rank %d failed; the others were "

@@ -12,7 +12,9 @@
  *    into their own `field` before fn runs.
  *  - Watching: when a rank fails (a nonzero exit or a signal), the others get
  *    grace_s to fail on their own (with their own message, which names the
- *    dead rank), then are stopped. At timeout_s every rank still running is
+ *    peer they waited for), then are stopped; a stopped rank prints the
+ *    launcher's notice naming the rank that failed first (SIGTERM handler),
+ *    and with `notify` every rank prints it at once (SIGUSR1). At timeout_s every rank still running is
  *    stopped. Stopping is SIGTERM plus SIGCONT (a SIGSTOPped rank acts on
  *    neither until it is continued), then SIGKILL after term_s. Every rank is
  *    reaped before nsp_launch_run returns.
@@ -67,6 +69,10 @@ typedef struct nsp_launch {
     nsp_launch_watch_fn_t watch;     /**< optional */
     void                 *watch_arg;
     nsp_launch_stdout_t   out;
+    int                   notify;    /**< 1: at the first failure, SIGUSR1 every other rank:
+                                          it prints "[rank r] the launcher reports: rank 0
+                                          was killed by signal 9 ..." and goes on (0 for
+                                          tests that time their ranks' own errors) */
 } nsp_launch_t;
 
 /** What one rank did, as the launcher saw it. */

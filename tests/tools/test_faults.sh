@@ -69,7 +69,7 @@ returned() { # the launcher returned a failure within 20 s
     [ "$rc" != hung ] && [ "$rc" != 0 ] && [ "$took" -le 20 ]
 }
 names() { # names R DEAD: rank R's own error, or the launcher's notice, names rank DEAD
-    grep -qE "nsp_a2a_perf: rank $1: .*rank $2[^0-9]|\[rank $1\] stopped by the launcher: rank $2 " \
+    grep -qE "nsp_a2a_perf: rank $1: .*rank $2[^0-9]|\[rank $1\] (stopped by|the launcher reports:) .*rank $2 " \
         "$tmp/err"
 }
 diag() { sed 's/^/# /' "$tmp/err" | grep -v "UCX  WARN" | tail -n 12; }
@@ -87,7 +87,8 @@ check "SIGSTOP rank 1: the launcher returns (exit $rc after $took s; timeout 3 s
 check "rank 0 names rank 1" names 0 1
 # rank 2 may be waiting on rank 0 (which failed first) rather than on rank 1
 check "rank 2 says why it ended" grep -qE \
-    "nsp_a2a_perf: rank 2: .*rank [01][^0-9]|\[rank 2\] stopped by the launcher: rank" "$tmp/err"
+    "nsp_a2a_perf: rank 2: .*rank [01][^0-9]|\[rank 2\] (stopped by|the launcher reports:) .*rank" \
+    "$tmp/err"
 check "the launcher says what happened to every rank" \
     grep -q "rank 1 was killed by signal .* (stopped by the launcher)" "$tmp/err"
 check "no rank process remains ($(alive $kids) of 3)" [ "$(alive $kids)" -eq 0 ]
