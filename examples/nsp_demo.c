@@ -232,7 +232,10 @@ static int parse_args(int argc, char **argv, demo_config_t *c, double *timeout_s
         case O_SVGB:
             bad = parse_int("--svg-batch", optarg, 0, DEMO_MAX_BATCHES - 1, &c->svg_batch);
             break;
-        case O_CFILE: c->cluster_file = optarg; break;
+        case O_CFILE:
+            c->cluster_file = optarg;
+            bad = nsp_opt_in_path(DEMO_PROG, "--cluster-file", optarg) != NSP_OK;
+            break;
         case O_COUT: bad = parse_out("--cluster-out", optarg, &c->cluster_out); break;
         case O_TIMEOUT: bad = parse_num("--timeout", optarg, 1, 1e6, timeout_s); break;
         case O_QUIET: c->quiet = 1; break;

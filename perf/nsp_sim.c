@@ -172,9 +172,15 @@ static int parse_value(int opt, const char *arg, sim_config_t *cfg)
         resolve_workload(arg, cfg->workload, sizeof(cfg->workload));
         break;
     case O_MODEL: cfg->model_name = arg; cfg->model_file = NULL; break;
-    case O_MODEL_FILE: cfg->model_file = arg; break;
+    case O_MODEL_FILE:
+        cfg->model_file = arg;
+        st = nsp_opt_in_path(SIM_PROG, "--model-file", arg);
+        break;
     case O_CLUSTER: cfg->cluster_name = arg; cfg->cluster_file = NULL; break;
-    case O_CLUSTER_FILE: cfg->cluster_file = arg; break;
+    case O_CLUSTER_FILE:
+        cfg->cluster_file = arg;
+        st = nsp_opt_in_path(SIM_PROG, "--cluster-file", arg);
+        break;
     case O_RANKS: st = nsp_opt_int(SIM_PROG, "--ranks", arg, 1, NSP_MAX_RANKS, &cfg->ranks); break;
     case O_TOKENS:
         st = nsp_opt_i64(SIM_PROG, "--tokens-per-rank", arg, 1, SIM_MAX_TOKENS_PER_RANK,

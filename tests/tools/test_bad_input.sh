@@ -54,6 +54,8 @@ bad $sim "--batches 1000000000: expected an integer in 1..1000000" --batches 100
 bad $sim "cluster key \"ranks\" must be in [1, 1.04858e+06], got 1073741824" \
     --cluster-file "$tmp/huge-cluster.json"
 bad $sim "--ranks 0: expected an integer" --ranks 0
+bad $sim "--cluster-file /nonexistent.json: cannot read it" --cluster-file /nonexistent.json
+bad $sim "--model-file /tmp: cannot read it: not a regular file" --model-file /tmp
 bad $sim "--max-len abc: expected an integer" --max-len abc
 bad $sim "--seed -1: expected an integer in 0.." --seed -1
 bad $sim "--time-limit 0: expected a number in (0, 86400]" --time-limit 0
@@ -114,6 +116,7 @@ bad $demo "--heads 8/3: NKV = 3 does not divide NQ = 8" --heads 8/3
 bad $demo "--heads (NKV) 0: expected an integer in 1..4096" --heads 8/0
 bad $demo "--tokens-per-rank 1e12: expected an integer in 1..100000000" --tokens-per-rank 1e12
 bad $demo "--json /nonexistent/x: cannot write it" --json /nonexistent/x
+bad $demo "--cluster-file /nonexistent.json: cannot read it" --cluster-file /nonexistent.json
 bad $demo "--timeout 0: expected a number in [1, 1e+06]" --timeout 0
 echo "1..$n"
 exit $fail
