@@ -187,6 +187,9 @@ double demo_now(void);         /**< CLOCK_MONOTONIC seconds */
 double demo_proc_cpu(void);    /**< CLOCK_PROCESS_CPUTIME_ID seconds */
 double demo_thread_cpu(void);  /**< CLOCK_THREAD_CPUTIME_ID seconds */
 long   demo_ncores(void);      /**< online CPUs of this host */
+/** A rank's communicator timeout (nsp_config_t.timeout_s): 0, so that the
+ *  library reads NSPCOMM_TIMEOUT, when that is set; else fallback_s. */
+double demo_comm_timeout(double fallback_s);
 
 /* --- demo_calib.c --- */
 /** Time the reference kernel in this thread and fill the kernel part of *calib. */

@@ -231,7 +231,7 @@ static int calib_rank_main(int rank, int nranks, void *arg)
     if (demo->session_tls[cx->session] != NULL) {
         setenv("UCX_TLS", demo->session_tls[cx->session], 1);
     }
-    cfg.timeout_s = 60;
+    cfg.timeout_s = demo_comm_timeout(60); /* NSPCOMM_TIMEOUT when set */
     NSP_CHECK_GOTO(nsp_comm_init_rank(&comm, nranks, demo->id, rank, &cfg), status, out);
     NSP_CHECK_GOTO(nsp_tree_create(comm, NULL, 0, &tree), status, out);
     cx->ready[rank] = 1;

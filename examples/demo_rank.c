@@ -301,7 +301,7 @@ int demo_rank_main(int rank, int nranks, void *arg)
     }
     /* A rank may compute a long reference while the others wait at the
      * barrier after it (a few seconds at the default sizes). */
-    cfg.timeout_s = 300;
+    cfg.timeout_s = demo_comm_timeout(300); /* NSPCOMM_TIMEOUT when set */
     NSP_CHECK_GOTO(nsp_comm_init_rank(&comm, nranks, demo->id, rank, &cfg), status, out);
     NSP_CHECK_GOTO(nsp_tree_create(comm, NULL, 0, &tree), status, out);
     demo->shared[demo->session].ready[rank] = 1;

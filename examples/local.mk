@@ -16,9 +16,9 @@ examples_nsp_demo_SOURCES = \
 	examples/demo_svg.c \
 	perf/svg.c \
 	perf/svg.h
-examples_nsp_demo_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/perf \
+examples_nsp_demo_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/perf -I$(top_srcdir)/tools \
 	-DNSP_DEMO_DATADIR='"$(abs_top_srcdir)/data"'
-examples_nsp_demo_LDADD = libnspcomm.la libnspcomm_planner.la -lm
+examples_nsp_demo_LDADD = tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
 
 # A fast smoke test of the demo (TAP): 3 ranks, tiny sizes.
 TESTS += tests/demo/test_demo.sh

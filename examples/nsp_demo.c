@@ -19,6 +19,7 @@
 #include "demo.h"
 
 #include "common/log.h"
+#include "nsp_opt.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -110,45 +111,57 @@ enum {
     O_CFILE, O_COUT, O_TIMEOUT, O_QUIET, O_INJECT, O_HELP
 };
 
-/* Parse a number with a range; 0 ok, -1 bad (message printed). */
+#define DEMO_PROG "nsp_demo"
+
+/* A number in [lo, hi] (checked: tools/nsp_opt.h); 0 ok, -1 bad (message printed). */
 static int parse_num(const char *flag, const char *text, double lo, double hi, double *out)
 {
-    char  *end;
-    double v;
-
-    errno = 0;
-    v = strtod(text, &end);
-    if (errno != 0 || end == text || *end != '\0' || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "nsp_demo: %s %s: give a number in [%g, %g]\n", flag, text, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return nsp_opt_double(DEMO_PROG, flag, text, lo, hi, 0, out) == NSP_OK ? 0 : -1;
 }
 
 /* An integer in [lo, hi]: 0 ok, -1 bad (message printed). */
-static int parse_i64(const char *flag, const char *text, double lo, double hi, int64_t *out)
+static int parse_i64(const char *flag, const char *text, int64_t lo, int64_t hi, int64_t *out)
 {
-    double v;
+    return nsp_opt_i64(DEMO_PROG, flag, text, lo, hi, out) == NSP_OK ? 0 : -1;
+}
 
-    if (parse_num(flag, text, lo, hi, &v) != 0) {
+static int parse_int(const char *flag, const char *text, int lo, int hi, int *out)
+{
+    return nsp_opt_int(DEMO_PROG, flag, text, lo, hi, out) == NSP_OK ? 0 : -1;
+}
+
+/* --heads NQ/NKV: two head counts, NKV dividing NQ; 0 ok, -1 bad. */
+static int parse_heads(const char *text, demo_config_t *c)
+{
+    char        nq[32];
+    const char *slash = strchr(text, '/');
+    int         q, kv;
+
+    if (slash == NULL || (size_t)(slash - text) >= sizeof(nq)) {
+        fprintf(stderr, DEMO_PROG ": --heads %s: give NQ/NKV with NKV dividing NQ, e.g. 8/2\n",
+                text);
         return -1;
     }
-    if (v != floor(v)) {
-        fprintf(stderr, "nsp_demo: %s %s: give a whole number\n", flag, text);
+    snprintf(nq, sizeof(nq), "%.*s", (int)(slash - text), text);
+    if (parse_int("--heads (NQ)", nq, 1, 4096, &q) != 0 ||
+        parse_int("--heads (NKV)", slash + 1, 1, 4096, &kv) != 0) {
         return -1;
     }
-    *out = (int64_t)v;
+    if (q % kv != 0) {
+        fprintf(stderr, DEMO_PROG ": --heads %s: NKV = %d does not divide NQ = %d\n", text, kv,
+                q);
+        return -1;
+    }
+    c->q_heads  = q;
+    c->kv_heads = kv;
     return 0;
 }
 
-static int parse_int(const char *flag, const char *text, double lo, double hi, int *out)
+/* A file the demo writes ("" = none): checked now, before the run. */
+static int parse_out(const char *flag, const char *text, const char **out)
 {
-    int64_t v = 0;
-    int     bad = parse_i64(flag, text, lo, hi, &v);
-
-    *out = bad ? *out : (int)v;
-    return bad;
+    *out = text[0] != '\0' ? text : NULL;
+    return *out == NULL || nsp_opt_out_path(DEMO_PROG, flag, text) == NSP_OK ? 0 : -1;
 }
 
 /* 0: run; 1: --help; -1: bad flags. */
@@ -191,28 +204,21 @@ static int parse_args(int argc, char **argv, demo_config_t *c, double *timeout_s
         switch (opt) {
         case O_RANKS: bad = parse_int("--ranks", optarg, 2, DEMO_MAX_RANKS, &c->ranks); break;
         case O_WORKLOAD: c->workload = optarg; break;
-        case O_SCALE: bad = parse_int("--scale", optarg, 1, 1e6, &c->scale); break;
+        case O_SCALE: bad = parse_int("--scale", optarg, 1, 1000000, &c->scale); break;
         case O_TPR:
-            bad = parse_i64("--tokens-per-rank", optarg, 1, 1e8, &c->tokens_per_rank);
+            bad = parse_i64("--tokens-per-rank", optarg, 1, 100000000, &c->tokens_per_rank);
             break;
-        case O_MAXLEN: bad = parse_i64("--max-len", optarg, 1, 1e9, &c->max_len); break;
+        case O_MAXLEN: bad = parse_i64("--max-len", optarg, 1, 1000000000, &c->max_len); break;
         case O_MEM: bad = parse_num("--mem-ratio", optarg, 0.01, 1e6, &c->mem_ratio); break;
         case O_BATCHES:
             bad = parse_int("--batches", optarg, 1, DEMO_MAX_BATCHES, &c->batches);
             break;
         case O_SEED:
-            bad = parse_i64("--seed", optarg, 0, 9e15, &seed);
+            bad = parse_i64("--seed", optarg, 0, INT64_MAX, &seed);
             c->seed = (uint64_t)seed;
             break;
         case O_REPS: bad = parse_int("--reps", optarg, 1, DEMO_MAX_REPS, &c->reps); break;
-        case O_HEADS:
-            if (sscanf(optarg, "%d/%d", &c->q_heads, &c->kv_heads) != 2 || c->q_heads < 1 ||
-                c->kv_heads < 1 || c->q_heads % c->kv_heads != 0) {
-                fprintf(stderr, "nsp_demo: --heads %s: give NQ/NKV with NKV dividing NQ, "
-                        "e.g. 8/2\n", optarg);
-                bad = 1;
-            }
-            break;
+        case O_HEADS: bad = parse_heads(optarg, c); break;
         case O_HEADDIM: bad = parse_int("--head-dim", optarg, 1, 1024, &c->head_dim); break;
         case O_OVERLAP: bad = parse_num("--overlap", optarg, 0, 1, &c->overlap); break;
         case O_TLIMIT:
@@ -221,13 +227,16 @@ static int parse_args(int argc, char **argv, demo_config_t *c, double *timeout_s
         case O_TOL: bad = parse_num("--tol", optarg, 0, 1, &c->tol); break;
         case O_TCP: c->tcp = 1; break;
         case O_NOTCP: c->tcp = 0; break;
-        case O_JSON: c->json_path = optarg[0] != '\0' ? optarg : NULL; break;
-        case O_SVG: c->svg_path = optarg[0] != '\0' ? optarg : NULL; break;
+        case O_JSON: bad = parse_out("--json", optarg, &c->json_path); break;
+        case O_SVG: bad = parse_out("--svg", optarg, &c->svg_path); break;
         case O_SVGB:
             bad = parse_int("--svg-batch", optarg, 0, DEMO_MAX_BATCHES - 1, &c->svg_batch);
             break;
-        case O_CFILE: c->cluster_file = optarg; break;
-        case O_COUT: c->cluster_out = optarg[0] != '\0' ? optarg : NULL; break;
+        case O_CFILE:
+            c->cluster_file = optarg;
+            bad = nsp_opt_in_path(DEMO_PROG, "--cluster-file", optarg) != NSP_OK;
+            break;
+        case O_COUT: bad = parse_out("--cluster-out", optarg, &c->cluster_out); break;
         case O_TIMEOUT: bad = parse_num("--timeout", optarg, 1, 1e6, timeout_s); break;
         case O_QUIET: c->quiet = 1; break;
         case O_INJECT: c->inject_error = 1; break;

@@ -134,6 +134,13 @@ typedef struct nsp_cluster {
     double overlap;         /**< eta: overlap efficiency of pipelined levels, [0,1] */
 } nsp_cluster_t;
 
+/** The most ranks a cluster may have (nsp_cluster_preset, nsp_cluster_load,
+ *  nsp_plan_create), and the most sequences one batch may hold
+ *  (nsp_workload_sample, nsp_plan_create): larger requests are
+ *  NSP_ERR_INVALID_ARG with a message, before anything is allocated. */
+#define NSP_MAX_RANKS      (1 << 20)
+#define NSP_MAX_BATCH_SEQS (1 << 24)
+
 /**
  * Fill *model from a built-in preset ("qwen3-30b-a3b", "qwen3-235b-a22b",
  * "llama3-8b"). Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_NOT_FOUND
@@ -143,8 +150,9 @@ nsp_status_t nsp_model_preset(const char *name, nsp_model_t *model);
 
 /**
  * Fill *cluster from a built-in preset ("h100", "h800") sized to `ranks`.
- * Errors: NSP_ERR_INVALID_ARG (NULL, ranks < 1, ranks not a multiple of the
- * preset's ranks per node), NSP_ERR_NOT_FOUND (unknown name).
+ * Errors: NSP_ERR_INVALID_ARG (NULL, ranks < 1 or above NSP_MAX_RANKS, ranks
+ * not a multiple of the preset's ranks per node), NSP_ERR_NOT_FOUND (unknown
+ * name).
  */
 nsp_status_t nsp_cluster_preset(const char *name, int ranks, nsp_cluster_t *cluster);
 
@@ -278,7 +286,8 @@ typedef struct nsp_planner_params {
  * caller (nsp_plan_free) and carries its prediction, lower bound and planning
  * time; with params.enable_ring it carries NSP_PLAN_FLAG_RING and the bound
  * with rings. Errors: NSP_ERR_INVALID_ARG (a length <= 0, names the index;
- * inconsistent cluster; a parameter out of range), NSP_ERR_INFEASIBLE (a sequence no group can hold:
+ * inconsistent cluster; more than NSP_MAX_RANKS ranks or NSP_MAX_BATCH_SEQS
+ * sequences; a parameter out of range), NSP_ERR_INFEASIBLE (a sequence no group can hold:
  * the message names the sequence, its length and the memory it needs at the
  * largest degree with recomputation), NSP_ERR_NO_MEMORY.
  */
@@ -1111,7 +1120,8 @@ enum {
     NSP_A2A_FIELD_REPLICAS = 1u << 1,
     NSP_A2A_FIELD_SERIAL   = 1u << 2,
     NSP_A2A_FIELD_CHECK    = 1u << 3,
-    NSP_A2A_FIELD_MAPPED   = 1u << 4
+    NSP_A2A_FIELD_MAPPED   = 1u << 4,
+    NSP_A2A_FIELD_BYTES    = 1u << 5
 };
 
 typedef struct nsp_a2a_params {
@@ -1140,6 +1150,14 @@ typedef struct nsp_a2a_params {
                                         NSP_ERR_UNSUPPORTED). Default 0: no announce,
                                         exactly the ordinary exchange. Must be the same on
                                         every rank (part of the agreement check) */
+    size_t             src_bytes;  /**< with NSP_A2A_FIELD_BYTES: bytes of src and dst, */
+    size_t             dst_bytes;  /**< checked against the layout before anything moves:
+                                        the sequence-sharded buffer needs T_local * H * D *
+                                        elem_size bytes, the head-sharded one
+                                        nsp_layout_head_rows() * D * elem_size; a smaller
+                                        one is NSP_ERR_INVALID_ARG naming the buffer, both
+                                        sizes and the shape (C cannot see a pointer's size:
+                                        give them whenever they are known) */
 } nsp_a2a_params_t;
 
 /**
@@ -1150,7 +1168,8 @@ typedef struct nsp_a2a_params {
  * Collective over the world (see above).
  * Errors: NSP_ERR_INVALID_ARG (NULL, heads not shardable at a level's
  * degree, a bad elem_size, SUM_F32 without 4-byte elements, the layout's
- * rank or ranks not the world's), NSP_ERR_UNSUPPORTED (a stream on the host
+ * rank or ranks not the world's, with NSP_A2A_FIELD_BYTES a src or dst
+ * smaller than the layout needs), NSP_ERR_UNSUPPORTED (a stream on the host
  * path; a group with ring > 1 on the CUDA path), NSP_ERR_MISMATCH (ranks disagree: the
  * message names the first rank that differs from rank 0), NSP_ERR_TIMEOUT,
  * NSP_ERR_PEER_FAILED, NSP_ERR_BACKEND, NSP_ERR_NO_MEMORY. The requests
@@ -1251,27 +1270,51 @@ nsp_status_t nsp_ring_step(nsp_tree_t *tree, int level, const void *sendbuf, voi
  * double-precision naive implementation are in docs/attention.md.
  */
 
+/** Which optional fields of nsp_attn_params_t are set. */
+enum {
+    NSP_ATTN_FIELD_BYTES = 1u << 0 /**< bytes: the buffers' sizes, checked */
+};
+
+/**
+ * Sizes in bytes of an attention call's buffers (NSP_ATTN_FIELD_BYTES). C
+ * cannot see how large a pointer's buffer is; given these, a call checks
+ * every buffer it reads or writes against the shape before touching any, and
+ * a smaller one is NSP_ERR_INVALID_ARG naming the buffer, both sizes and the
+ * shape. Entries of buffers the call does not use are ignored.
+ */
+typedef struct nsp_attn_bytes {
+    size_t q, k, v, o, lse;      /**< the forward's buffers */
+    size_t dout, dq, dk, dv;     /**< the backward's */
+    size_t delta;                /**< nsp_attn_block_bwd's delta */
+} nsp_attn_bytes_t;
+
 /** Shape and mask of an attention problem. Plain data; start from
- *  NSP_ATTN_PARAMS_INIT(). */
+ *  NSP_ATTN_PARAMS_INIT() (which sets no optional field). */
 typedef struct nsp_attn_params {
     int   q_heads;   /**< n_q: query heads in the q/o buffers, >= 1 */
     int   kv_heads;  /**< n_kv: key/value heads, >= 1, divides q_heads */
     int   head_dim;  /**< D, >= 1 */
     float scale;     /**< score scale; 0 means 1/sqrt(head_dim) (must be finite) */
     int   causal;    /**< 1: causal mask by token position; 0: full attention */
+    uint64_t         field_mask; /**< NSP_ATTN_FIELD_* that are set (default 0) */
+    nsp_attn_bytes_t bytes;      /**< with NSP_ATTN_FIELD_BYTES. For nested attention
+                                      (nsp_nested_attn_params_t.attn) they are the sizes
+                                      of the sequence-sharded buffers of every
+                                      fwd/bwd call ([T_local, ...]) */
 } nsp_attn_params_t;
 
 /** Causal attention with the default scale 1/sqrt(D). */
 #define NSP_ATTN_PARAMS_INIT(q_heads, kv_heads, head_dim) \
-    { (q_heads), (kv_heads), (head_dim), 0.0f, 1 }
+    { (q_heads), (kv_heads), (head_dim), 0.0f, 1, 0, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } }
 
 /**
  * Reference forward over a packed batch: o [T, n_q, D] and lse [T, n_q]
  * for the tokens [offsets[0], offsets[nseqs]) (other rows untouched), from
  * q, k, v (borrowed, read only). Each sequence starts at position 0.
  * Errors: NSP_ERR_INVALID_ARG (NULL buffer, bad params: the message names
- * the field; offsets negative or decreasing: names the index),
- * NSP_ERR_NO_MEMORY.
+ * the field; offsets negative or decreasing: names the index; with
+ * NSP_ATTN_FIELD_BYTES a buffer smaller than offsets[nseqs] tokens of its
+ * shape), NSP_ERR_NO_MEMORY.
  */
 nsp_status_t nsp_attn_fwd(const nsp_attn_params_t *params, int nseqs,
                           const int64_t *offsets, const float *q, const float *k,
@@ -1298,7 +1341,8 @@ nsp_status_t nsp_attn_bwd(const nsp_attn_params_t *params, int nseqs,
  * span only (rows seeing no key: o = 0, lse = -INFINITY); merge partials
  * with nsp_attn_merge(). q [q_len, n_q, D], k and v [kv_len, n_kv, D] are
  * borrowed. Errors: NSP_ERR_INVALID_ARG (NULL, bad params, negative
- * position or length), NSP_ERR_NO_MEMORY.
+ * position or length; with NSP_ATTN_FIELD_BYTES a buffer smaller than its
+ * span), NSP_ERR_NO_MEMORY.
  */
 nsp_status_t nsp_attn_block_fwd(const nsp_attn_params_t *params,
                                 int64_t q_pos0, int64_t q_len, const float *q,

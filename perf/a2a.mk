@@ -3,8 +3,8 @@
 if NSP_COMM
 noinst_PROGRAMS += perf/nsp_a2a_perf
 perf_nsp_a2a_perf_SOURCES = perf/nsp_a2a_perf.c
-perf_nsp_a2a_perf_CPPFLAGS = $(AM_CPPFLAGS) -DNSP_DATADIR='"$(abs_top_srcdir)/data"'
-perf_nsp_a2a_perf_LDADD = libnspcomm.la libnspcomm_planner.la -lm
+perf_nsp_a2a_perf_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools -DNSP_DATADIR='"$(abs_top_srcdir)/data"'
+perf_nsp_a2a_perf_LDADD = tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
 if NSP_MPI
 perf_nsp_a2a_perf_CPPFLAGS += $(MPI_CFLAGS)
 perf_nsp_a2a_perf_LDADD += $(MPI_LIBS)

@@ -16,6 +16,7 @@
 #include "attn_sp/pack.h"
 #include "attn_sp/pack_cuda.h"
 #include "common/log.h"
+#include "nsp_opt.h"
 #include "streams/cuda_util.h"
 
 #include <cuda_runtime.h>
@@ -169,9 +170,14 @@ int main(int argc, char **argv)
 
     for (int a = 1; a < argc; ++a) {
         if (strcmp(argv[a], "--tokens") == 0 && a + 1 < argc) {
-            tokens = atoll(argv[++a]);
+            if (nsp_opt_i64("gpu_check", "--tokens", argv[++a], 64, (int64_t)1 << 28, &tokens) !=
+                NSP_OK) {
+                return NSP_OPT_EXIT_USAGE;
+            }
         } else if (strcmp(argv[a], "--iters") == 0 && a + 1 < argc) {
-            iters = atoi(argv[++a]);
+            if (nsp_opt_int("gpu_check", "--iters", argv[++a], 1, 1000000, &iters) != NSP_OK) {
+                return NSP_OPT_EXIT_USAGE;
+            }
         } else if (strcmp(argv[a], "--quick") == 0) {
             tokens = 8192;
             iters  = 5;

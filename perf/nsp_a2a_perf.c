@@ -44,6 +44,8 @@
 #include "planner/plan_internal.h"
 #include "transport/comm.h"
 #include "transport/request.h"
+#include "nsp_launch.h"
+#include "nsp_opt.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -76,8 +78,9 @@ typedef struct perf_opts {
     int         heads, head_dim;
     size_t      elem;
     const char *json;
+    double      timeout_s;      /* --timeout: the whole forked run */
     int         round;          /* --round: plan round measured; -1: the one with most levels */
-    const char *methods;        /* --methods: comma list, NULL = all */
+    uint32_t    methods;        /* --methods: bit k for method_names[k]; all by default */
 } perf_opts_t;
 
 typedef struct perf_ctx {
@@ -88,6 +91,7 @@ typedef struct perf_ctx {
     int         mpi;            /* MPI is initialised (running under mpirun) */
     const char *mpi_pml;        /* OMPI_MCA_pml as set, or "default" */
     int         chosen_round;   /* the plan round measured */
+    nsp_unique_id_t id;         /* --ranks: the forked ranks' bootstrap id */
 } perf_ctx_t;
 
 typedef struct perf_row {
@@ -110,6 +114,14 @@ static void die_status(const perf_ctx_t *c, const char *what)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 #endif
+    /* Leave nothing behind: the tree and the world (its UCX endpoints and
+     * shared memory) go before exit. */
+    if (c != NULL && c->tree != NULL) {
+        nsp_tree_destroy(c->tree);
+    }
+    if (c != NULL && c->comm != NULL) {
+        nsp_comm_destroy(c->comm);
+    }
     exit(1);
 }
 
@@ -129,20 +141,6 @@ static void *xmalloc(size_t n)
         exit(1);
     }
     return p;
-}
-
-static size_t parse_size(const char *s)
-{
-    char  *end;
-    double v = strtod(s, &end);
-
-    switch (*end) {
-    case 'G': case 'g': v *= 1024.0;  /* fall through */
-    case 'M': case 'm': v *= 1024.0;  /* fall through */
-    case 'K': case 'k': v *= 1024.0; break;
-    default: break;
-    }
-    return (size_t)v;
 }
 
 /* Max and sum over ranks of a double. */
@@ -793,23 +791,20 @@ static void runner_free(perf_ctx_t *c, runner_t *r)
     memset(r, 0, sizeof(*r));
 }
 
+/* The methods --methods may name (nested always runs). */
+static const char *const method_names[] = {"serial", "levels",   "flat",         "tp-same",
+                                           "mpi",    "mpi+pack", "nested-mapped"};
+#define PERF_NMETHOD_NAMES ((int)(sizeof(method_names) / sizeof(method_names[0])))
+
 /* Is method `name` selected by --methods? */
 static int method_on(const perf_ctx_t *c, const char *name)
 {
-    size_t      n = strlen(name);
-    const char *m = c->opts.methods;
-
-    if (m == NULL) {
-        return 1;
-    }
-    while (*m != '\0') {
-        size_t len = strcspn(m, ",");
-        if (len == n && strncmp(m, name, n) == 0) {
-            return 1;
+    for (int k = 0; k < PERF_NMETHOD_NAMES; ++k) {
+        if (strcmp(method_names[k], name) == 0) {
+            return (c->opts.methods & (1u << k)) != 0;
         }
-        m += len + (m[len] == ',');
     }
-    return 0;
+    return 1;
 }
 
 /* Time the runners in blocks of back-to-back calls (as nccl-tests times a
@@ -913,6 +908,7 @@ static nsp_plan_t *make_real_plan(perf_ctx_t *c)
     int                  n;
     nsp_planner_params_t pp;
     nsp_plan_t          *plan;
+    nsp_status_t         st;
 
     PCHECK(c, nsp_model_preset(c->opts.model, &model), "model");
     PCHECK(c, nsp_cluster_preset(c->opts.cluster, 8, &cluster), "cluster");
@@ -927,13 +923,17 @@ static nsp_plan_t *make_real_plan(perf_ctx_t *c)
         model.params = model.params * c->nranks / 64.0;
     }
     PCHECK(c, nsp_workload_load(c->opts.workload, &wl), "workload");
-    PCHECK(c, nsp_workload_sample(wl, c->opts.seed, 0, c->opts.tokens_per_rank * c->nranks,
-                                  c->opts.max_len, &lens, &n), "sample");
+    if (nsp_workload_sample(wl, c->opts.seed, 0, c->opts.tokens_per_rank * c->nranks,
+                            c->opts.max_len, &lens, &n) != NSP_OK) {
+        nsp_workload_free(wl);
+        die_status(c, "sample");
+    }
+    nsp_workload_free(wl);
     memset(&pp, 0, sizeof(pp));
     pp.kind = NSP_PLANNER_NESTED;
-    PCHECK(c, nsp_plan_create(&model, &cluster, lens, n, &pp, &plan), "nested plan");
+    st = nsp_plan_create(&model, &cluster, lens, n, &pp, &plan);
     free(lens);
-    nsp_workload_free(wl);
+    PCHECK(c, st, "nested plan");
     /* Measure one round; by default the one with the most exchanging levels
      * (degrees > 1 holding >= 5% of the round's tokens), then the most tokens
      * above degree 1. It is
@@ -942,9 +942,10 @@ static nsp_plan_t *make_real_plan(perf_ctx_t *c)
         int best = c->opts.round, best_levels = -1;
         double best_tokens = -1;
         if (best >= plan->nrounds) {
-            fprintf(stderr, "nsp_a2a_perf: --round %d but the plan has %d rounds\n", best,
-                    plan->nrounds);
-            exit(1);
+            nsp_error_quiet(NSP_ERR_INVALID_ARG, "the plan has %d rounds (0..%d)", plan->nrounds,
+                            plan->nrounds - 1);
+            nsp_plan_free(plan);
+            die_status(c, "--round"); /* frees the tree and the world, exits */
         }
         for (int r = 0; best < 0 && r < plan->nrounds; ++r) {
             int    degs[64], nd = 0, nbig = 0;
@@ -1248,7 +1249,11 @@ static int run_rank(perf_ctx_t *c)
     }
     nsp_plan_free(real);
     nsp_a2a_release_cache();
-    PCHECK(c, nsp_tree_destroy(c->tree), "tree destroy");
+    {
+        nsp_tree_t *tree = c->tree;
+        c->tree          = NULL; /* die_status must not destroy it again */
+        PCHECK(c, nsp_tree_destroy(tree), "tree destroy");
+    }
     return wrong_total == 0 ? 0 : 2;
 }
 
@@ -1292,16 +1297,22 @@ static nsp_status_t mpi_oob_free(void *request)
 }
 #endif
 
-/* Rank and size from a launcher's environment (mpirun, srun), or -1. */
+/* Rank and size from a launcher's environment (mpirun, srun), -1 if none,
+ * -2 if one is set but is not a rank count (message printed). */
 static int launcher_size(void)
 {
     const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "NSPCOMM_NRANKS"};
 
     for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); ++k) {
         const char *v = getenv(vars[k]);
-        if (v != NULL && atoi(v) > 0) {
-            return atoi(v);
+        int         n;
+        if (v == NULL || v[0] == '\0') {
+            continue;
         }
+        if (nsp_opt_int("nsp_a2a_perf", vars[k], v, 1, 1 << 20, &n) != NSP_OK) {
+            return -2;
+        }
+        return n;
     }
     return -1;
 }
@@ -1349,111 +1360,64 @@ static int run_launched(perf_ctx_t *c, int argc, char **argv)
     return rc;
 }
 
-/* The bootstrap id the parent of --ranks hands to its forked ranks (shared). */
-enum { GATE_WAIT = 0, GATE_OPEN = 1, GATE_FAILED = 2 };
-typedef struct fork_gate {
-    int             state; /* GATE_*, accessed with __atomic builtins */
-    nsp_unique_id_t id;
-} fork_gate_t;
-
-/* In a forked rank: wait for the parent's id (60 s at most, and not past the
- * parent's exit) and copy it to *id; 0, or 1 with a message. */
-static int await_id(const fork_gate_t *gate, pid_t parent, int rank, nsp_unique_id_t *id)
+/* A forked rank (nsp_launch_fn_t): join the world through the id, run. */
+static int forked_rank(int rank, int nranks, void *arg)
 {
-    struct timespec nap      = {0, 1000 * 1000};
-    double          deadline = nsp_now_s() + 60.0;
+    perf_ctx_t *c = arg;
+    int         rc;
 
-    for (;;) {
-        int state = __atomic_load_n(&gate->state, __ATOMIC_ACQUIRE);
-        if (state == GATE_OPEN) {
-            *id = gate->id;
-            return 0;
-        }
-        if (state == GATE_FAILED || getppid() != parent || nsp_now_s() > deadline) {
-            fprintf(stderr, "nsp_a2a_perf: rank %d: no bootstrap id from the parent: not "
-                            "started\n", rank);
-            return 1;
-        }
-        nanosleep(&nap, NULL);
-    }
+    c->rank   = rank;
+    c->nranks = nranks;
+    PCHECK(c, nsp_comm_init_rank(&c->comm, nranks, c->id, rank, NULL), "nsp_comm_init_rank");
+    rc = run_rank(c);
+    nsp_comm_destroy(c->comm);
+    c->comm = NULL;
+    return rc;
 }
 
-/* --ranks N: fork N local ranks that meet through a unique id. The id is
- * made after the fork: nsp_get_unique_id starts the rendezvous thread, and
- * a process forked beside a live thread may inherit a lock it holds forever
- * (the ASan allocator of GCC 12 does not reset its locks at fork). */
+/* --ranks N: fork N local ranks that meet through a unique id, through the
+ * shared launcher (tools/nsp_launch.h): a rank that fails gives the others
+ * their timeout to fail on their own, then they are stopped (SIGTERM, then
+ * SIGKILL); every rank is reaped and their shared-memory segments removed. */
 static int run_forked(perf_ctx_t *base)
 {
-    fork_gate_t *gate;
-    pid_t        pids[256];
-    pid_t        parent = getpid();
-    int          n = base->opts.ranks, rc = 0;
+    static nsp_launch_result_t res; /* large: not on the stack */
+    nsp_launch_t               l;
+    char                       line[256];
+    int                        rc = 0;
 
-    if (n < 1 || n > 256) {
-        fprintf(stderr, "nsp_a2a_perf: --ranks %d out of range 1..256\n", n);
+    memset(&l, 0, sizeof(l));
+    l.nranks    = base->opts.ranks;
+    l.timeout_s = base->opts.timeout_s;
+    l.fn        = forked_rank;
+    l.arg       = base;
+    l.make      = nsp_launch_make_uid; /* after the fork: its thread must not be forked */
+    l.field     = &base->id;
+    l.bytes     = sizeof(base->id);
+    l.out       = NSP_LAUNCH_STDOUT_RANK0; /* only rank 0 prints the table */
+    l.notify    = 1; /* every rank names the rank that failed first */
+    if (nsp_launch_run(&l, &res) != NSP_OK) {
+        fprintf(stderr, "nsp_a2a_perf: %s\n", nsp_last_error());
         return 1;
     }
-    gate = mmap(NULL, sizeof(*gate), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (gate == MAP_FAILED) {
-        fprintf(stderr, "nsp_a2a_perf: mmap: %s\n", strerror(errno));
-        return 1;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    for (int r = 0; r < n; ++r) {
-        pids[r] = fork();
-        if (pids[r] < 0) {
-            perror("fork");
-            n = r;
-            rc = 1;
-            break;
-        }
-        if (pids[r] == 0) {
-            perf_ctx_t      c = *base;
-            nsp_unique_id_t id;
-            c.rank   = r;
-            c.nranks = n;
-            if (r != 0) { /* only rank 0 prints the table */
-                if (freopen("/dev/null", "w", stdout) == NULL) {
-                    _exit(1);
-                }
-            }
-            if (await_id(gate, parent, r, &id) != 0) {
-                _exit(1);
-            }
-            PCHECK(&c, nsp_comm_init_rank(&c.comm, n, id, r, NULL), "nsp_comm_init_rank");
-            rc = run_rank(&c);
-            nsp_comm_destroy(c.comm);
-            fflush(stdout);
-            _exit(rc);
+    for (int r = 0; r < res.nranks; ++r) {
+        const nsp_launch_rank_t *rr = &res.rank[r];
+        if (!(rr->exited && rr->exit_code == 0)) {
+            fprintf(stderr, "nsp_a2a_perf: %s\n", nsp_launch_describe(&res, r, line,
+                                                                       sizeof(line)));
         }
     }
-    if (rc == 0 && nsp_get_unique_id(&gate->id) != NSP_OK) {
-        fprintf(stderr, "nsp_a2a_perf: nsp_get_unique_id: %s\n", nsp_last_error());
-        rc = 1;
+    if (res.why[0] != '\0') {
+        fprintf(stderr, "nsp_a2a_perf: %s\n", res.why);
     }
-    if (rc != 0) { /* the ranks have nothing to start with */
-        __atomic_store_n(&gate->state, GATE_FAILED, __ATOMIC_RELEASE);
-        for (int k = 0; k < n; ++k) {
-            kill(pids[k], SIGKILL);
-        }
-    } else {
-        __atomic_store_n(&gate->state, GATE_OPEN, __ATOMIC_RELEASE);
+    if (res.segments > 0) {
+        fprintf(stderr, "nsp_a2a_perf: removed %d shared-memory segment(s) the ranks left\n",
+                res.segments);
     }
-    for (int r = 0; r < n; ++r) {
-        int st = 0;
-        if (waitpid(pids[r], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            rc = rc ? rc : (WIFEXITED(st) ? WEXITSTATUS(st) : 1);
-            if (rc == 1 || !WIFEXITED(st)) { /* a rank died: do not leave the others hanging */
-                for (int k = 0; k < n; ++k) {
-                    if (k != r) {
-                        kill(pids[k], SIGTERM);
-                    }
-                }
-            }
-        }
+    if (res.first_failed >= 0) {
+        const nsp_launch_rank_t *rr = &res.rank[res.first_failed];
+        rc = rr->exited && rr->exit_code != 0 ? rr->exit_code : 1;
     }
-    munmap(gate, sizeof(*gate));
     return rc;
 }
 
@@ -1480,7 +1444,10 @@ static void usage(void)
            "      --round R            plan round to measure (default: most levels)\n"
            "      --methods LIST       comma list of serial,levels,flat,tp-same,mpi,mpi+pack,\n"
            "                           nested-mapped\n"
-           "                           (default all; nested always runs)\n");
+           "                           (default all; nested always runs)\n"
+           "      --timeout S          --ranks: stop the ranks after S seconds (3600); each\n"
+           "                           exchange waits NSPCOMM_TIMEOUT (60 s) for a peer\n"
+           "Every value is checked: a bad one is an error naming the option (exit 2).\n");
 }
 
 static const char *default_workload(void)
@@ -1503,6 +1470,96 @@ static const char *default_workload(void)
     return "data/workloads/wlbllm-distca.txt";
 }
 
+#define PERF_PROG "nsp_a2a_perf"
+
+static void opts_defaults(perf_ctx_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->mpi_pml               = "n/a";
+    c->opts.min_bytes        = 1 << 20;
+    c->opts.max_bytes        = 16 << 20;
+    c->opts.factor           = 2.0;
+    c->opts.iters            = 20;
+    c->opts.warmup           = 5;
+    c->opts.check            = 1;
+    c->opts.model            = "qwen3-30b-a3b";
+    c->opts.cluster          = "h100";
+    c->opts.tokens_per_rank  = 65536;
+    c->opts.max_len          = 131072;
+    c->opts.seed             = 1;
+    c->opts.elem             = 2;
+    c->opts.round            = -1;
+    c->opts.timeout_s        = 3600;
+    c->opts.methods          = (1u << PERF_NMETHOD_NAMES) - 1;
+    c->opts.workload         = default_workload();
+}
+
+/* One option's value into c->opts (checked: tools/nsp_opt.h). */
+static nsp_status_t parse_opt(perf_opts_t *o, int opt, const char *arg)
+{
+    static const char *const elems[] = {"2", "4"};
+    int                      k;
+
+    switch (opt) {
+    case 'b': return nsp_opt_size(PERF_PROG, "-b", arg, 1, (size_t)1 << 36, &o->min_bytes);
+    case 'e': return nsp_opt_size(PERF_PROG, "-e", arg, 1, (size_t)1 << 36, &o->max_bytes);
+    case 'f': return nsp_opt_double(PERF_PROG, "-f", arg, 1, 1024, 0, &o->factor);
+    case 'n': return nsp_opt_int(PERF_PROG, "-n", arg, 1, 1000000, &o->iters);
+    case 'w': return nsp_opt_int(PERF_PROG, "-w", arg, 0, 1000000, &o->warmup);
+    case 'c': return nsp_opt_int(PERF_PROG, "-c", arg, 0, 1, &o->check);
+    case 'J': o->json = arg; return nsp_opt_out_path(PERF_PROG, "-J", arg);
+    case 1: return nsp_opt_int(PERF_PROG, "--ranks", arg, 1, NSP_LAUNCH_MAX_RANKS, &o->ranks);
+    case 2: o->workload = arg; return nsp_opt_in_path(PERF_PROG, "--workload", arg);
+    case 3: o->model = arg; return NSP_OK;
+    case 4: o->cluster = arg; return NSP_OK;
+    case 5: return nsp_opt_i64(PERF_PROG, "--tokens-per-rank", arg, 1, 1 << 30,
+                               &o->tokens_per_rank);
+    case 6: return nsp_opt_i64(PERF_PROG, "--max-len", arg, 1, (int64_t)1 << 40, &o->max_len);
+    case 7: return nsp_opt_u64(PERF_PROG, "--seed", arg, 0, UINT64_MAX, &o->seed);
+    case 8: return nsp_opt_int(PERF_PROG, "--heads", arg, 1, 4096, &o->heads);
+    case 9: return nsp_opt_int(PERF_PROG, "--head-dim", arg, 1, 65536, &o->head_dim);
+    case 10:
+        NSP_CHECK(nsp_opt_choice(PERF_PROG, "--elem", arg, elems, 2, &k));
+        o->elem = k == 0 ? 2 : 4;
+        return NSP_OK;
+    case 11: return nsp_opt_int(PERF_PROG, "--round", arg, 0, 1 << 20, &o->round);
+    case 12:
+        return nsp_opt_list(PERF_PROG, "--methods", arg, method_names, PERF_NMETHOD_NAMES,
+                            &o->methods);
+    case 13: return nsp_opt_double(PERF_PROG, "--timeout", arg, 0, 1e6, NSP_OPT_LO_OPEN,
+                                   &o->timeout_s);
+    default: usage(); return NSP_ERR_INVALID_ARG;
+    }
+}
+
+/* What the options mean together: sizes in order, presets that exist, and
+ * memory for what was asked (before anything is allocated). */
+static nsp_status_t check_opts(perf_ctx_t *c, int nranks)
+{
+    nsp_model_t   model;
+    nsp_cluster_t cluster;
+    char          what[160];
+
+    if (c->opts.max_bytes < c->opts.min_bytes) {
+        fprintf(stderr, PERF_PROG ": -e %zu is below -b %zu\n", c->opts.max_bytes,
+                c->opts.min_bytes);
+        return NSP_ERR_INVALID_ARG;
+    }
+    if (nsp_model_preset(c->opts.model, &model) != NSP_OK ||
+        nsp_cluster_preset(c->opts.cluster, 8, &cluster) != NSP_OK) {
+        fprintf(stderr, PERF_PROG ": %s\n", nsp_last_error());
+        return NSP_ERR_INVALID_ARG;
+    }
+    c->opts.heads    = c->opts.heads > 0 ? c->opts.heads : model.q_heads;
+    c->opts.head_dim = c->opts.head_dim > 0 ? c->opts.head_dim : model.head_dim;
+    /* per rank: about 8 buffers of -e bytes (sources, results, references,
+     * the methods' scratch); the batch's lengths: 8 bytes per token at most */
+    snprintf(what, sizeof(what), "-e %zu x %d ranks (and --tokens-per-rank %lld)",
+             c->opts.max_bytes, nranks, (long long)c->opts.tokens_per_rank);
+    return nsp_opt_mem_check(PERF_PROG, what, 8.0 * (double)c->opts.max_bytes * nranks +
+                             8.0 * (double)c->opts.tokens_per_rank * nranks);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -1515,67 +1572,38 @@ int main(int argc, char **argv)
         {"max-len", required_argument, NULL, 6},       {"seed", required_argument, NULL, 7},
         {"heads", required_argument, NULL, 8},         {"head-dim", required_argument, NULL, 9},
         {"elem", required_argument, NULL, 10},         {"round", required_argument, NULL, 11},
-        {"methods", required_argument, NULL, 12},
+        {"methods", required_argument, NULL, 12},      {"timeout", required_argument, NULL, 13},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    perf_ctx_t  c;
-    nsp_model_t model;
-    int         opt, size;
+    perf_ctx_t c;
+    int        opt, size;
 
-    memset(&c, 0, sizeof(c));
-    c.mpi_pml          = "n/a";
-    c.opts.min_bytes   = 1 << 20;
-    c.opts.max_bytes   = 16 << 20;
-    c.opts.factor      = 2.0;
-    c.opts.iters       = 20;
-    c.opts.warmup      = 5;
-    c.opts.check       = 1;
-    c.opts.model       = "qwen3-30b-a3b";
-    c.opts.cluster     = "h100";
-    c.opts.tokens_per_rank = 65536;
-    c.opts.max_len     = 131072;
-    c.opts.seed        = 1;
-    c.opts.elem        = 2;
-    c.opts.round       = -1;
-    c.opts.workload    = default_workload();
+    opts_defaults(&c);
     while ((opt = getopt_long(argc, argv, "b:e:f:n:w:c:J:h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'b': c.opts.min_bytes = parse_size(optarg); break;
-        case 'e': c.opts.max_bytes = parse_size(optarg); break;
-        case 'f': c.opts.factor = atof(optarg); break;
-        case 'n': c.opts.iters = atoi(optarg); break;
-        case 'w': c.opts.warmup = atoi(optarg); break;
-        case 'c': c.opts.check = atoi(optarg); break;
-        case 'J': c.opts.json = optarg; break;
-        case 1: c.opts.ranks = atoi(optarg); break;
-        case 2: c.opts.workload = optarg; break;
-        case 3: c.opts.model = optarg; break;
-        case 4: c.opts.cluster = optarg; break;
-        case 5: c.opts.tokens_per_rank = atoll(optarg); break;
-        case 6: c.opts.max_len = atoll(optarg); break;
-        case 7: c.opts.seed = strtoull(optarg, NULL, 10); break;
-        case 8: c.opts.heads = atoi(optarg); break;
-        case 9: c.opts.head_dim = atoi(optarg); break;
-        case 10: c.opts.elem = (size_t)atoi(optarg); break;
-        case 11: c.opts.round = atoi(optarg); break;
-        case 12: c.opts.methods = optarg; break;
-        case 'h': usage(); return 0;
-        default: usage(); return 1;
+        if (opt == 'h') {
+            usage();
+            return 0;
+        }
+        if (parse_opt(&c.opts, opt, optarg) != NSP_OK) {
+            return NSP_OPT_EXIT_USAGE;
         }
     }
-    if (c.opts.iters < 1 || c.opts.warmup < 0 || c.opts.min_bytes < 1 ||
-        c.opts.max_bytes < c.opts.min_bytes || (c.opts.elem != 2 && c.opts.elem != 4)) {
-        fprintf(stderr, "nsp_a2a_perf: need -n >= 1, -w >= 0, 1 <= -b <= -e, --elem 2 or 4\n");
-        return 1;
+    if (optind < argc) {
+        fprintf(stderr, PERF_PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
+        return NSP_OPT_EXIT_USAGE;
     }
-    if (nsp_model_preset(c.opts.model, &model) != NSP_OK) {
-        die_status(NULL, "--model");
-    }
-    c.opts.heads    = c.opts.heads > 0 ? c.opts.heads : model.q_heads;
-    c.opts.head_dim = c.opts.head_dim > 0 ? c.opts.head_dim : model.head_dim;
     size = launcher_size();
+    if (size == -2) {
+        return NSP_OPT_EXIT_USAGE;
+    }
     if (c.opts.ranks > 0 || size < 0) {
         c.opts.ranks = c.opts.ranks > 0 ? c.opts.ranks : 4;
+        size         = c.opts.ranks;
+    }
+    if (check_opts(&c, size) != NSP_OK) {
+        return NSP_OPT_EXIT_USAGE;
+    }
+    if (c.opts.ranks > 0) {
         return run_forked(&c);
     }
     return run_launched(&c, argc, argv);

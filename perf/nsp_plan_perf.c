@@ -15,6 +15,7 @@
  * token budget.
  */
 #include "nspcomm.h"
+#include "nsp_opt.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -73,28 +74,58 @@ static void usage(FILE *out)
             "Times planning alone (min/median/max over repeats) for each planner.\n");
 }
 
+#define PLAN_PROG "nsp_plan_perf"
+
+/* --planners: a comma list of kind_names, checked (tools/nsp_opt.h), kept
+ * in the order given. */
 static int parse_planners(const char *arg, perf_config_t *cfg)
 {
-    char  buf[256];
-    char *save = NULL;
+    uint32_t    mask;
+    const char *p = arg;
 
-    snprintf(buf, sizeof(buf), "%s", arg);
+    if (nsp_opt_list(PLAN_PROG, "--planners", arg, kind_names, PERF_MAX_PLANNERS, &mask) !=
+        NSP_OK) {
+        return -1;
+    }
     cfg->nplanners = 0;
-    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        int k;
-        for (k = 0; k < PERF_MAX_PLANNERS; ++k) {
-            if (strcmp(tok, kind_names[k]) == 0) {
-                break;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        for (int k = 0; k < PERF_MAX_PLANNERS; ++k) {
+            if (strlen(kind_names[k]) == len && strncmp(p, kind_names[k], len) == 0) {
+                cfg->planners[cfg->nplanners++] = k;
             }
         }
-        if (k == PERF_MAX_PLANNERS || cfg->nplanners == PERF_MAX_PLANNERS) {
-            fprintf(stderr, "nsp_plan_perf: unknown planner '%s' (static, disjoint, nested)\n",
-                    tok);
-            return -1;
+        if (p[len] == '\0') {
+            return 0;
         }
-        cfg->planners[cfg->nplanners++] = k;
+        p += len + 1;
     }
-    return cfg->nplanners > 0 ? 0 : -1;
+}
+
+/* One option's value into *cfg (checked: tools/nsp_opt.h); 0 or -1. */
+static int parse_value(int c, const char *arg, perf_config_t *cfg)
+{
+    nsp_status_t st = NSP_OK;
+
+    switch (c) {
+    case 'n': st = nsp_opt_int(PLAN_PROG, "--ranks", arg, 1, NSP_MAX_RANKS, &cfg->ranks); break;
+    case 'm': st = nsp_opt_int(PLAN_PROG, "--seqs", arg, 1, NSP_MAX_BATCH_SEQS, &cfg->seqs); break;
+    case 't': st = nsp_opt_i64(PLAN_PROG, "--tokens", arg, 1, (int64_t)1 << 60, &cfg->tokens); break;
+    case 'w': snprintf(cfg->workload, sizeof(cfg->workload), "%s", arg); break;
+    case 'M': cfg->model = arg; break;
+    case 'C': cfg->cluster = arg; break;
+    case 'L': st = nsp_opt_i64(PLAN_PROG, "--max-len", arg, 1, (int64_t)1 << 40, &cfg->max_len); break;
+    case 's': st = nsp_opt_u64(PLAN_PROG, "--seed", arg, 0, UINT64_MAX, &cfg->seed); break;
+    case 'r': st = nsp_opt_int(PLAN_PROG, "--repeats", arg, 1, 1000000, &cfg->repeats); break;
+    case 'p': return parse_planners(arg, cfg);
+    case 'T':
+        st = nsp_opt_double(PLAN_PROG, "--time-limit", arg, 0, 86400, NSP_OPT_LO_OPEN,
+                            &cfg->time_limit_s);
+        break;
+    case 'J': cfg->json = arg; st = nsp_opt_out_path(PLAN_PROG, "--json", arg); break;
+    default: usage(stderr); return -1;
+    }
+    return st == NSP_OK ? 0 : -1;
 }
 
 static int parse_args(int argc, char **argv, perf_config_t *cfg)
@@ -121,30 +152,16 @@ static int parse_args(int argc, char **argv, perf_config_t *cfg)
              (data != NULL && data[0] != '\0') ? data : NSP_ABS_TOP_SRCDIR "/data");
     parse_planners("static,disjoint,nested", cfg);
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'n': cfg->ranks = atoi(optarg); break;
-        case 'm': cfg->seqs = atoi(optarg); break;
-        case 't': cfg->tokens = atoll(optarg); break;
-        case 'w': snprintf(cfg->workload, sizeof(cfg->workload), "%s", optarg); break;
-        case 'M': cfg->model = optarg; break;
-        case 'C': cfg->cluster = optarg; break;
-        case 'L': cfg->max_len = atoll(optarg); break;
-        case 's': cfg->seed = strtoull(optarg, NULL, 10); break;
-        case 'r': cfg->repeats = atoi(optarg); break;
-        case 'p':
-            if (parse_planners(optarg, cfg) < 0) {
-                return -1;
-            }
-            break;
-        case 'T': cfg->time_limit_s = atof(optarg); break;
-        case 'J': cfg->json = optarg; break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
+        if (c == 'h') {
+            usage(stdout);
+            exit(0);
+        }
+        if (parse_value(c, optarg, cfg) != 0) {
+            return -1;
         }
     }
-    if (cfg->ranks < 1 || cfg->repeats < 1 || cfg->max_len < 1 || cfg->seqs < 0 ||
-        cfg->tokens < 0) {
-        fprintf(stderr, "nsp_plan_perf: --ranks, --repeats and --max-len must be positive\n");
+    if (optind < argc) {
+        fprintf(stderr, PLAN_PROG ": unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
     if (cfg->tokens == 0) {
@@ -274,6 +291,21 @@ static int write_json(const perf_config_t *cfg, int nseqs, int64_t tokens,
     return fclose(f) == 0 ? 0 : -1;
 }
 
+/* The up-front estimate of the request, before the batch is drawn (tools/nsp_opt.h). */
+static nsp_status_t check_request(const perf_config_t *cfg, const nsp_workload_t *wl)
+{
+    char what[128];
+
+    if (cfg->seqs > 0) {
+        snprintf(what, sizeof(what), "--seqs %d on %d ranks", cfg->seqs, cfg->ranks);
+    } else {
+        snprintf(what, sizeof(what), "--tokens %lld on %d ranks", (long long)cfg->tokens,
+                 cfg->ranks);
+    }
+    return nsp_opt_batch_check(PLAN_PROG, what, wl, cfg->seed, cfg->max_len,
+                               (double)cfg->tokens, cfg->seqs, cfg->ranks, cfg->nplanners);
+}
+
 int main(int argc, char **argv)
 {
     perf_config_t   cfg;
@@ -289,7 +321,15 @@ int main(int argc, char **argv)
     }
     if (nsp_model_preset(cfg.model, &model) < 0 ||
         nsp_cluster_preset(cfg.cluster, cfg.ranks, &cluster) < 0 ||
-        nsp_workload_load(cfg.workload, &wl) < 0 || draw_batch(&cfg, wl, &lens, &nseqs) < 0) {
+        nsp_workload_load(cfg.workload, &wl) < 0) {
+        fprintf(stderr, "nsp_plan_perf: %s\n", nsp_last_error());
+        goto out;
+    }
+    if (check_request(&cfg, wl) != NSP_OK) {
+        rc = 2; /* refused before anything was drawn; already said why */
+        goto out;
+    }
+    if (draw_batch(&cfg, wl, &lens, &nseqs) < 0) {
         fprintf(stderr, "nsp_plan_perf: %s\n", nsp_last_error());
         goto out;
     }

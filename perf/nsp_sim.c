@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "planner/plan_internal.h"
 #include "planner/planner_io.h"
+#include "nsp_opt.h"
 #include "sim_svg.h"
 
 #include <errno.h>
@@ -133,60 +134,81 @@ static void usage(FILE *f)
         "  --help                 this text\n", data_dir(), SIM_DEFAULT_WORKLOAD);
 }
 
-static int parse_int64(const char *text, const char *flag, int64_t min, int64_t *out)
-{
-    char     *end;
-    long long v;
+#define SIM_PROG "nsp_sim"
+/* --tokens-per-rank and --max-len: at most 2^40 tokens, so tokens x ranks
+ * (at most NSP_MAX_RANKS = 2^20) stays far inside int64_t. */
+#define SIM_MAX_TOKENS_PER_RANK ((int64_t)1 << 40)
 
-    errno = 0;
-    v = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < min) {
-        fprintf(stderr, "nsp_sim: %s %s: expected an integer >= %lld\n", flag, text,
-                (long long)min);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+enum { O_WORKLOAD = 256, O_MODEL, O_MODEL_FILE, O_CLUSTER, O_CLUSTER_FILE, O_RANKS, O_TOKENS,
+       O_MAX_LEN, O_BATCHES, O_SEED, O_PLANNERS, O_TIME_LIMIT, O_JSON, O_SVG, O_SVG_BATCH, O_RING,
+       O_QUIET, O_HELP };
 
+/* --planners: a comma list of planner_names (checked: tools/nsp_opt.h). */
 static int parse_planners(const char *text, sim_config_t *cfg)
 {
-    char  buf[256];
-    char *save = NULL;
-    int   chosen[SIM_MAX_PLANNERS] = {0};
+    uint32_t mask;
 
-    snprintf(buf, sizeof(buf), "%s", text);
-    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        int k = 0;
-        while (k < SIM_MAX_PLANNERS && strcmp(tok, planner_names[k]) != 0) {
-            ++k;
-        }
-        if (k == SIM_MAX_PLANNERS) {
-            fprintf(stderr, "nsp_sim: unknown planner '%s' (known: static, disjoint, nested)\n",
-                    tok);
-            return -1;
-        }
-        chosen[k] = 1;
+    if (nsp_opt_list(SIM_PROG, "--planners", text, planner_names, SIM_MAX_PLANNERS, &mask) !=
+        NSP_OK) {
+        return -1;
     }
     cfg->nplanners = 0;
     for (int k = 0; k < SIM_MAX_PLANNERS; ++k) {
-        if (chosen[k]) {
+        if (mask & (1u << k)) {
             cfg->planners[cfg->nplanners++] = k;
         }
     }
-    if (cfg->nplanners == 0) {
-        fprintf(stderr, "nsp_sim: --planners needs at least one planner\n");
-        return -1;
-    }
     return 0;
+}
+
+/* One option with a value into *cfg (checked: tools/nsp_opt.h); 0 or -1. */
+static int parse_value(int opt, const char *arg, sim_config_t *cfg)
+{
+    nsp_status_t st = NSP_OK;
+
+    switch (opt) {
+    case O_WORKLOAD:
+        cfg->workload_arg = arg;
+        resolve_workload(arg, cfg->workload, sizeof(cfg->workload));
+        break;
+    case O_MODEL: cfg->model_name = arg; cfg->model_file = NULL; break;
+    case O_MODEL_FILE:
+        cfg->model_file = arg;
+        st = nsp_opt_in_path(SIM_PROG, "--model-file", arg);
+        break;
+    case O_CLUSTER: cfg->cluster_name = arg; cfg->cluster_file = NULL; break;
+    case O_CLUSTER_FILE:
+        cfg->cluster_file = arg;
+        st = nsp_opt_in_path(SIM_PROG, "--cluster-file", arg);
+        break;
+    case O_RANKS: st = nsp_opt_int(SIM_PROG, "--ranks", arg, 1, NSP_MAX_RANKS, &cfg->ranks); break;
+    case O_TOKENS:
+        st = nsp_opt_i64(SIM_PROG, "--tokens-per-rank", arg, 1, SIM_MAX_TOKENS_PER_RANK,
+                         &cfg->tokens_per_rank);
+        break;
+    case O_MAX_LEN:
+        st = nsp_opt_i64(SIM_PROG, "--max-len", arg, 1, SIM_MAX_TOKENS_PER_RANK, &cfg->max_len);
+        break;
+    case O_BATCHES: st = nsp_opt_int(SIM_PROG, "--batches", arg, 1, 1000000, &cfg->batches); break;
+    case O_SEED: st = nsp_opt_u64(SIM_PROG, "--seed", arg, 0, UINT64_MAX, &cfg->seed); break;
+    case O_PLANNERS: return parse_planners(arg, cfg);
+    case O_TIME_LIMIT:
+        st = nsp_opt_double(SIM_PROG, "--time-limit", arg, 0, 86400, NSP_OPT_LO_OPEN,
+                            &cfg->time_limit_s);
+        break;
+    case O_JSON: cfg->json_path = arg; st = nsp_opt_out_path(SIM_PROG, "--json", arg); break;
+    case O_SVG: cfg->svg_path = arg; st = nsp_opt_out_path(SIM_PROG, "--svg", arg); break;
+    case O_SVG_BATCH:
+        st = nsp_opt_int(SIM_PROG, "--svg-batch", arg, 0, 1000000 - 1, &cfg->svg_batch);
+        break;
+    default: usage(stderr); return -1;
+    }
+    return st == NSP_OK ? 0 : -1;
 }
 
 /* Returns 0 to run, 1 to exit successfully (--help), -1 on a usage error. */
 static int parse_args(int argc, char **argv, sim_config_t *cfg)
 {
-    enum { O_WORKLOAD = 256, O_MODEL, O_MODEL_FILE, O_CLUSTER, O_CLUSTER_FILE, O_RANKS,
-           O_TOKENS, O_MAX_LEN, O_BATCHES, O_SEED, O_PLANNERS, O_TIME_LIMIT, O_JSON, O_SVG,
-           O_SVG_BATCH, O_RING, O_QUIET, O_HELP };
     static const struct option options[] = {
         {"workload", required_argument, NULL, O_WORKLOAD},
         {"model", required_argument, NULL, O_MODEL},
@@ -208,8 +230,7 @@ static int parse_args(int argc, char **argv, sim_config_t *cfg)
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
-    int64_t v;
-    int     opt;
+    int opt;
 
     memset(cfg, 0, sizeof(*cfg));
     cfg->workload_arg = SIM_DEFAULT_WORKLOAD;
@@ -223,69 +244,14 @@ static int parse_args(int argc, char **argv, sim_config_t *cfg)
     parse_planners("static,disjoint,nested", cfg);
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
-        case O_WORKLOAD:
-            cfg->workload_arg = optarg;
-            resolve_workload(optarg, cfg->workload, sizeof(cfg->workload));
-            break;
-        case O_MODEL: cfg->model_name = optarg; cfg->model_file = NULL; break;
-        case O_MODEL_FILE: cfg->model_file = optarg; break;
-        case O_CLUSTER: cfg->cluster_name = optarg; cfg->cluster_file = NULL; break;
-        case O_CLUSTER_FILE: cfg->cluster_file = optarg; break;
-        case O_RANKS:
-            if (parse_int64(optarg, "--ranks", 1, &v) != 0 || v > 1 << 20) {
-                return -1;
-            }
-            cfg->ranks = (int)v;
-            break;
-        case O_TOKENS:
-            if (parse_int64(optarg, "--tokens-per-rank", 1, &cfg->tokens_per_rank) != 0) {
-                return -1;
-            }
-            break;
-        case O_MAX_LEN:
-            if (parse_int64(optarg, "--max-len", 1, &cfg->max_len) != 0) {
-                return -1;
-            }
-            break;
-        case O_BATCHES:
-            if (parse_int64(optarg, "--batches", 1, &v) != 0 || v > 1000000) {
-                return -1;
-            }
-            cfg->batches = (int)v;
-            break;
-        case O_SEED:
-            if (parse_int64(optarg, "--seed", 0, &v) != 0) {
-                return -1;
-            }
-            cfg->seed = (uint64_t)v;
-            break;
-        case O_PLANNERS:
-            if (parse_planners(optarg, cfg) != 0) {
-                return -1;
-            }
-            break;
-        case O_TIME_LIMIT: {
-            char *end;
-            cfg->time_limit_s = strtod(optarg, &end);
-            if (*end != '\0' || !(cfg->time_limit_s > 0)) {
-                fprintf(stderr, "nsp_sim: --time-limit %s: expected seconds > 0\n", optarg);
-                return -1;
-            }
-            break;
-        }
-        case O_JSON: cfg->json_path = optarg; break;
-        case O_SVG: cfg->svg_path = optarg; break;
-        case O_SVG_BATCH:
-            if (parse_int64(optarg, "--svg-batch", 0, &v) != 0) {
-                return -1;
-            }
-            cfg->svg_batch = (int)v;
-            break;
         case O_RING: cfg->ring = 1; break;
         case O_QUIET: cfg->quiet = 1; break;
         case 'h':
         case O_HELP: usage(stdout); return 1;
-        default: usage(stderr); return -1;
+        default:
+            if (parse_value(opt, optarg, cfg) != 0) {
+                return -1;
+            }
         }
     }
     if (optind < argc) {
@@ -325,6 +291,17 @@ static nsp_status_t load_inputs(const sim_config_t *cfg, nsp_model_t *model,
                          data_dir(), cfg->workload_arg);
     }
     return nsp_workload_load(cfg->workload, wl);
+}
+
+/* The up-front estimate of the run, before any batch is drawn (tools/nsp_opt.h). */
+static nsp_status_t check_request(const sim_config_t *cfg, const nsp_workload_t *wl, int ranks)
+{
+    char what[128];
+
+    snprintf(what, sizeof(what), "--tokens-per-rank %lld x %d ranks",
+             (long long)cfg->tokens_per_rank, ranks);
+    return nsp_opt_batch_check(SIM_PROG, what, wl, cfg->seed, cfg->max_len,
+                               (double)cfg->tokens_per_rank * ranks, 0, ranks, cfg->nplanners);
 }
 
 static void print_header(const sim_config_t *cfg, const nsp_model_t *m, const nsp_cluster_t *c,
@@ -482,7 +459,9 @@ static nsp_status_t plan_batch(const sim_config_t *cfg, const nsp_model_t *m,
     return NSP_OK;
 }
 
-static nsp_status_t run(const sim_config_t *cfg)
+/* Run the simulation; *refused = 1 when the request itself was refused
+ * (inputs out of range, too large: a usage error, already printed). */
+static nsp_status_t run(const sim_config_t *cfg, int *refused)
 {
     nsp_model_t       model;
     nsp_cluster_t     cluster;
@@ -496,6 +475,8 @@ static nsp_status_t run(const sim_config_t *cfg)
 
     memset(rows, 0, sizeof(rows));
     NSP_CHECK_GOTO(load_inputs(cfg, &model, &cluster, &wl), status, out);
+    *refused = (status = check_request(cfg, wl, cluster.ranks)) != NSP_OK; /* printed */
+    NSP_CHECK_GOTO(status, status, out);
     print_header(cfg, &model, &cluster, nsp_workload_count(wl));
     if (cfg->json_path != NULL) {
         json = fopen(cfg->json_path, "w");
@@ -605,14 +586,18 @@ int main(int argc, char **argv)
     sim_config_t cfg;
     int          rc = parse_args(argc, argv, &cfg);
     nsp_status_t status;
+    int          refused = 0;
 
     if (rc != 0) {
-        return rc > 0 ? 0 : 2;
+        return rc > 0 ? 0 : NSP_OPT_EXIT_USAGE;
     }
-    status = run(&cfg);
+    status = run(&cfg, &refused);
+    if (refused) {
+        return NSP_OPT_EXIT_USAGE;
+    }
     if (status != NSP_OK) {
         fprintf(stderr, "nsp_sim: %s\n", nsp_last_error());
-        return 1;
+        return status == NSP_ERR_INVALID_ARG ? NSP_OPT_EXIT_USAGE : 1;
     }
     return 0;
 }

@@ -5,6 +5,7 @@
  *   nsp_topo [--xml FILE] [--nodes N] [--ranks-per-node G] [--max-degree H]
  */
 #include "nspcomm.h"
+#include "nsp_opt.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -30,17 +31,10 @@ static void usage(FILE *out)
             "  --max-degree H      largest degree allowed, e.g. the head count (default: none)\n");
 }
 
+/* A count in [0, 2^24] (checked: tools/nsp_opt.h); 0 or -1. */
 static int parse_positive(const char *text, const char *name, int *value)
 {
-    char *end;
-    long  v = strtol(text, &end, 10);
-
-    if (*text == '\0' || *end != '\0' || v < 0 || v > 1 << 24) {
-        fprintf(stderr, "nsp_topo: %s '%s' is not a count in [0, %d]\n", name, text, 1 << 24);
-        return -1;
-    }
-    *value = (int)v;
-    return 0;
+    return nsp_opt_int("nsp_topo", name, text, 0, 1 << 24, value) == NSP_OK ? 0 : -1;
 }
 
 static int parse_options(int argc, char **argv, options_t *opt)

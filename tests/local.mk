@@ -2,6 +2,9 @@
 check_LTLIBRARIES += tests/libnsptest.la
 tests_libnsptest_la_SOURCES = tests/tap.c tests/tap.h tests/mp.c tests/mp.h tests/mp_uid.c
 tests_libnsptest_la_CFLAGS = $(AM_CFLAGS)
+# Its launcher is the tools' one (tools/nsp_launch.h).
+tests_libnsptest_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
+tests_libnsptest_la_LIBADD = tools/libnsptools.la
 # Its shell counterpart, sourced by the tests/*/test_*.sh scripts.
 EXTRA_DIST += tests/tap.sh
 

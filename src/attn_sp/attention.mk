@@ -5,6 +5,7 @@
 noinst_LTLIBRARIES += libnspattn.la
 libnspattn_la_SOURCES = \
 	src/attn_sp/attn_ref.c \
+	src/attn_sp/attn_bytes.c \
 	src/attn_sp/attn_tile.c \
 	src/attn_sp/attn_tile_generic.c \
 	src/attn_sp/attn_tile_avx2.c \
@@ -36,6 +37,12 @@ tests_attn_test_attn_ref_SOURCES = tests/attn/test_attn_ref.c tests/attn/attn_na
 	tests/attn/attn_naive.h
 tests_attn_test_attn_ref_LDADD = $(NSP_ATTN_TEST_LIBS)
 
+# Buffer sizes given through params (NSP_ATTN_FIELD_BYTES), checked.
+check_PROGRAMS += tests/attn/test_attn_bytes
+TESTS += tests/attn/test_attn_bytes
+tests_attn_test_attn_bytes_SOURCES = tests/attn/test_attn_bytes.c
+tests_attn_test_attn_bytes_LDADD = $(NSP_ATTN_TEST_LIBS)
+
 check_PROGRAMS += tests/attn/test_attn_ring_sim
 TESTS += tests/attn/test_attn_ring_sim
 tests_attn_test_attn_ring_sim_SOURCES = tests/attn/test_attn_ring_sim.c \
@@ -45,6 +52,7 @@ tests_attn_test_attn_ring_sim_LDADD = $(NSP_ATTN_TEST_LIBS)
 # Timing of the reference kernel (not a test): tests/attn/bench_attn [T n_q n_kv D]
 check_PROGRAMS += tests/attn/bench_attn
 tests_attn_bench_attn_SOURCES = tests/attn/bench_attn.c
+tests_attn_bench_attn_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
 tests_attn_bench_attn_LDADD = $(NSP_ATTN_TEST_LIBS)
 
 # Nested attention (tests/nested_attn/): the pure parts in one process, then
@@ -70,5 +78,6 @@ endif
 if NSP_COMM
 check_PROGRAMS += tests/nested_attn/bench_nested_attn
 tests_nested_attn_bench_nested_attn_SOURCES = tests/nested_attn/bench_nested_attn.c
+tests_nested_attn_bench_nested_attn_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
 tests_nested_attn_bench_nested_attn_LDADD = $(NATTN_TEST_LIBS)
 endif

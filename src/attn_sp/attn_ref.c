@@ -96,6 +96,8 @@ nsp_status_t nsp_attn_fwd(const nsp_attn_params_t *params, int nseqs,
     NSP_CHECK(nsp_attn_check_params(params));
     NSP_CHECK(nsp_attn_check_offsets(nseqs, offsets));
     NSP_CHECK(check_buffers("nsp_attn_fwd", offsets[nseqs] - offsets[0], 5, bufs, names));
+    NSP_CHECK(nsp_attn_check_bytes(params, "nsp_attn_fwd", offsets[nseqs], offsets[nseqs],
+                                   NSP_ATTN_BUFS_FWD, sizeof(float)));
 
     for (int j = 0; j < nseqs; ++j) {
         int64_t t0 = offsets[j], len = offsets[j + 1] - offsets[j];
@@ -148,6 +150,8 @@ nsp_status_t nsp_attn_bwd(const nsp_attn_params_t *params, int nseqs,
     NSP_CHECK(nsp_attn_check_params(params));
     NSP_CHECK(nsp_attn_check_offsets(nseqs, offsets));
     NSP_CHECK(check_buffers("nsp_attn_bwd", offsets[nseqs] - offsets[0], 9, bufs, names));
+    NSP_CHECK(nsp_attn_check_bytes(params, "nsp_attn_bwd", offsets[nseqs], offsets[nseqs],
+                                   NSP_ATTN_BUFS_BWD, sizeof(float)));
 
     for (int j = 0; j < nseqs; ++j) {
         int64_t rows = (offsets[j + 1] - offsets[j]) * params->q_heads;
@@ -201,6 +205,8 @@ nsp_status_t nsp_attn_block_fwd(const nsp_attn_params_t *params,
     NSP_CHECK(check_buffers("nsp_attn_block_fwd", q_len, 3, qbufs, qnames));
     NSP_CHECK(check_buffers("nsp_attn_block_fwd", q_len > 0 ? kv_len : 0, 2, kvbufs,
                             kvnames));
+    NSP_CHECK(nsp_attn_check_bytes(params, "nsp_attn_block_fwd", q_len, q_len > 0 ? kv_len : 0,
+                                   NSP_ATTN_BUFS_FWD, sizeof(float)));
     g = nsp_attn_geom_make(params, q_pos0, q_len, kv_pos0, kv_len);
     return nsp_attn_tile_fwd(&g, q, k, v, o, lse);
 }
@@ -222,6 +228,12 @@ nsp_status_t nsp_attn_block_bwd(const nsp_attn_params_t *params,
     NSP_CHECK(check_buffers("nsp_attn_block_bwd", kv_len > 0 ? q_len : 0, 5, qbufs, qnames));
     NSP_CHECK(check_buffers("nsp_attn_block_bwd", q_len > 0 ? kv_len : 0, 4, kvbufs,
                             kvnames));
+    NSP_CHECK(nsp_attn_check_bytes(params, "nsp_attn_block_bwd", kv_len > 0 ? q_len : 0,
+                                   q_len > 0 ? kv_len : 0,
+                                   NSP_ATTN_BUF_Q | NSP_ATTN_BUF_DOUT | NSP_ATTN_BUF_LSE |
+                                       NSP_ATTN_BUF_DELTA | NSP_ATTN_BUF_DQ | NSP_ATTN_BUF_K |
+                                       NSP_ATTN_BUF_V | NSP_ATTN_BUF_DK | NSP_ATTN_BUF_DV,
+                                   sizeof(float)));
     g = nsp_attn_geom_make(params, q_pos0, q_len, kv_pos0, kv_len);
     return nsp_attn_tile_bwd(&g, q, k, v, dout, lse, delta, dq, dk, dv);
 }

@@ -4,8 +4,10 @@ if NSP_COMM
 libnspcomm_la_SOURCES += \
 	src/attn_sp/layout.c \
 	src/attn_sp/pack.c \
-	src/attn_sp/nested_a2a.c
+	src/attn_sp/nested_a2a.c \
+	src/attn_sp/a2a_bytes.c
 noinst_HEADERS += \
+	src/attn_sp/a2a_bytes.h \
 	src/attn_sp/layout.h \
 	src/attn_sp/pack.h \
 	src/attn_sp/nested_a2a.h \
@@ -26,6 +28,11 @@ tests_a2a_test_pack_SOURCES = tests/a2a/test_pack.c
 tests_a2a_test_pack_LDADD = $(A2A_TEST_LIBS)
 tests_a2a_test_levels_SOURCES = tests/a2a/test_levels.c
 tests_a2a_test_levels_LDADD = $(A2A_TEST_LIBS)
+# Buffer sizes given through params (NSP_A2A_FIELD_BYTES), checked.
+check_PROGRAMS += tests/a2a/test_a2a_bytes
+TESTS += tests/a2a/test_a2a_bytes
+tests_a2a_test_a2a_bytes_SOURCES = tests/a2a/test_a2a_bytes.c
+tests_a2a_test_a2a_bytes_LDADD = $(A2A_TEST_LIBS)
 endif
 
 # Multi-rank tests: real processes over UCX on loopback (tests/mp.h).

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "attn_sp/nested_a2a.h"
+#include "attn_sp/a2a_bytes.h"
 #include "attn_sp/layout.h"
 #include "attn_sp/nested_a2a_common.h"
 #include "attn_sp/pack.h"
@@ -1107,6 +1108,7 @@ static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_post: NULL tree, layout, params or "
                          "requests");
     }
+    NSP_CHECK(nsp_a2a_check_bytes(layout, params, "nsp_a2a_post"));
 #ifdef NSP_HAVE_CUDA
     /* A world that moves device memory (nccl) takes the CUDA path. */
     if (nsp_tree_world(tree, &world) == NSP_OK &&

@@ -49,7 +49,9 @@ struct nsp_nested_attn {
     nsp_comm_t              *world;
     const nsp_layout_t      *layout;
     nsp_layout_info_t        info;
-    nsp_attn_params_t        attn;      /* model heads, resolved scale */
+    nsp_attn_params_t        attn;      /* model heads, resolved scale (no sizes: the
+                                           kernels see per-level buffers) */
+    nsp_attn_params_t        io;        /* as given: the sizes of the callers' buffers */
     nsp_attn_kernel_t        kernel;
     nsp_attn_dtype_t         dtype;
     size_t                   es;        /* bytes per element of q, k, v, ... */
@@ -122,7 +124,9 @@ static nsp_status_t read_params(nsp_nested_attn_t *a, const nsp_nested_attn_para
     uint64_t m = p->field_mask;
 
     NSP_CHECK(nsp_attn_check_params(&p->attn));
-    a->attn = p->attn;
+    a->attn            = p->attn;
+    a->io              = p->attn;
+    a->attn.field_mask = 0;
     if (a->attn.scale == 0.0f) {
         a->attn.scale = 1.0f / sqrtf((float)a->attn.head_dim);
     }
@@ -819,6 +823,8 @@ static nsp_status_t call_levels(nattn_call_t *c, nattn_xfer_t *const *in, int ni
 static nsp_status_t check_buffers(const nsp_nested_attn_t *a, const char *what, int n,
                                   const void *const *bufs, const char *const *names)
 {
+    unsigned which = 0;
+
     if (a->info.local_tokens == 0) {
         return NSP_OK;
     }
@@ -827,8 +833,11 @@ static nsp_status_t check_buffers(const nsp_nested_attn_t *a, const char *what, 
             return nsp_error(NSP_ERR_INVALID_ARG, "%s: buffer %s is NULL but this rank holds "
                              "%lld tokens", what, names[k], (long long)a->info.local_tokens);
         }
+        which |= nsp_attn_buf_bit(names[k]);
     }
-    return NSP_OK;
+    /* the sizes given at create (params.attn.bytes), against [T_local, ...] */
+    return nsp_attn_check_bytes(&a->io, what, a->info.local_tokens, a->info.local_tokens, which,
+                                a->es);
 }
 
 static void stats_add_bytes(nattn_call_t *c, int bwd, int saved)

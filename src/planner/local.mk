@@ -20,7 +20,7 @@ noinst_HEADERS += \
 # (tests/planner/). random_plan.c builds random valid plans the way a
 # planner does; gen_plans writes some for tools/plan_check.py.
 # ---------------------------------------------------------------------------
-PLANNER_TEST_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests \
+PLANNER_TEST_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests -I$(top_srcdir)/tools \
 	-DNSP_TEST_SRCDIR='"$(abs_top_srcdir)"'
 PLANNER_TEST_LDADD = tests/libnsptest.la libnspcomm_planner.la -lm
 PLANNER_TEST_COMMON = tests/planner/random_plan.c tests/planner/random_plan.h

@@ -41,8 +41,8 @@ static const field_spec_t model_fields[] = {
 };
 
 static const field_spec_t cluster_fields[] = {
-    CLUSTER_FIELD(ranks,           FIELD_INT,    1, 0, INT_MAX),
-    CLUSTER_FIELD(ranks_per_node,  FIELD_INT,    1, 0, INT_MAX),
+    CLUSTER_FIELD(ranks,           FIELD_INT,    1, 0, NSP_MAX_RANKS),
+    CLUSTER_FIELD(ranks_per_node,  FIELD_INT,    1, 0, NSP_MAX_RANKS),
     CLUSTER_FIELD(mem_bytes,       FIELD_DOUBLE, 0, 1, HUGE_VAL),
     CLUSTER_FIELD(workspace_bytes, FIELD_DOUBLE, 0, 0, HUGE_VAL),
     CLUSTER_FIELD(gemm_flops,      FIELD_DOUBLE, 0, 1, HUGE_VAL),

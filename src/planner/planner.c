@@ -378,6 +378,12 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
                          "disjoint=%d, nested=%d)", (int)params->kind, NSP_PLANNER_STATIC,
                          NSP_PLANNER_DISJOINT, NSP_PLANNER_NESTED);
     }
+    if (cluster->ranks < 1 || cluster->ranks > NSP_MAX_RANKS || nseqs > NSP_MAX_BATCH_SEQS) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_plan_create: cluster '%s' has %d ranks and "
+                         "the batch %d sequences; at most %d ranks (NSP_MAX_RANKS) and %d "
+                         "sequences (NSP_MAX_BATCH_SEQS)", cluster->name, cluster->ranks, nseqs,
+                         NSP_MAX_RANKS, NSP_MAX_BATCH_SEQS);
+    }
     /* whole nodes, or part of one node (as nsp_cost_init accepts) */
     if (cluster->ranks_per_node >= 1 && cluster->ranks > cluster->ranks_per_node &&
         cluster->ranks % cluster->ranks_per_node != 0) {

@@ -28,7 +28,7 @@ endif
 # Tests of the planners (tests/planners/): invariants over random batches,
 # bad input, and targeted cases.
 # ---------------------------------------------------------------------------
-PLANNERS_TEST_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
+PLANNERS_TEST_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests -I$(top_srcdir)/tools
 PLANNERS_TEST_LDADD = tests/libnsptest.la libnspcomm_planner.la -lm
 PLANNERS_TESTS = \
 	tests/planners/test_planners \

@@ -78,10 +78,10 @@ nsp_status_t nsp_cluster_preset(const char *name, int ranks, nsp_cluster_t *clus
         if (strcmp(p->name, name) != 0) {
             continue;
         }
-        if (ranks < 1 || ranks % p->ranks_per_node != 0) {
+        if (ranks < 1 || ranks > NSP_MAX_RANKS || ranks % p->ranks_per_node != 0) {
             return nsp_error(NSP_ERR_INVALID_ARG, "cluster '%s' has %d ranks per node: "
-                             "ranks=%d must be a positive multiple of it", name,
-                             p->ranks_per_node, ranks);
+                             "ranks=%d must be a positive multiple of it, at most %d", name,
+                             p->ranks_per_node, ranks, NSP_MAX_RANKS);
         }
         *cluster       = *p;
         cluster->ranks = ranks;

@@ -257,10 +257,10 @@ nsp_status_t nsp_workload_sample(const nsp_workload_t *workload, uint64_t seed,
             NSP_CHECK_GOTO(push_len(&lens, &count, &cap, piece), status, err_free_lens);
             take -= piece;
         }
-        if (count > INT_MAX) {
+        if (count > NSP_MAX_BATCH_SEQS) {
             status = nsp_error(NSP_ERR_INVALID_ARG, "a batch of %lld tokens has more than "
-                               "%d sequences; lower the token budget",
-                               (long long)token_budget, INT_MAX);
+                               "%d sequences (NSP_MAX_BATCH_SEQS); lower the token budget",
+                               (long long)token_budget, NSP_MAX_BATCH_SEQS);
             goto err_free_lens;
         }
     }

@@ -7,6 +7,7 @@
  * backward, counting the recomputed scores).
  */
 #include "nspcomm.h"
+#include "nsp_opt.h"
 
 #include "attn_sp/attn_tile.h"
 
@@ -33,13 +34,20 @@ static float *random_buffer(size_t n, unsigned *seed)
     return b;
 }
 
-int main(int argc, char **argv)
+/* The positional arguments [T n_q n_kv D reps], checked (tools/nsp_opt.h). */
+static int bench_args(int argc, char **argv, int64_t *T, int *nq, int *nkv, int *D, int *reps)
 {
-    int64_t T = argc > 1 ? atoll(argv[1]) : 4096;
-    int nq = argc > 2 ? atoi(argv[2]) : 8;
-    int nkv = argc > 3 ? atoi(argv[3]) : 2;
-    int D = argc > 4 ? atoi(argv[4]) : 64;
-    int reps = argc > 5 ? atoi(argv[5]) : 3;
+    const char *p = "bench_attn";
+
+    return (argc > 1 && nsp_opt_i64(p, "T", argv[1], 1, (int64_t)1 << 24, T) != NSP_OK) ||
+           (argc > 2 && nsp_opt_int(p, "n_q", argv[2], 1, 1024, nq) != NSP_OK) ||
+           (argc > 3 && nsp_opt_int(p, "n_kv", argv[3], 1, 1024, nkv) != NSP_OK) ||
+           (argc > 4 && nsp_opt_int(p, "D", argv[4], 1, 1024, D) != NSP_OK) ||
+           (argc > 5 && nsp_opt_int(p, "reps", argv[5], 1, 1000000, reps) != NSP_OK);
+}
+
+static int bench(int argc, char **argv, int64_t T, int nq, int nkv, int D, int reps)
+{
     nsp_attn_params_t p = NSP_ATTN_PARAMS_INIT(nq, nkv, D);
     int64_t offsets[2] = {0, T};
     size_t nqe = (size_t)(T * nq * D), nkve = (size_t)(T * nkv * D);
@@ -88,4 +96,15 @@ int main(int argc, char **argv)
            10.0 * pairs * D / best_b * 1e-9, best_f + best_b);
     free(q); free(k); free(v); free(dout); free(o); free(lse); free(dq); free(dk); free(dv);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int64_t T = 4096;
+    int     nq = 8, nkv = 2, D = 64, reps = 3;
+
+    if (bench_args(argc, argv, &T, &nq, &nkv, &D, &reps) != 0) {
+        return NSP_OPT_EXIT_USAGE;
+    }
+    return bench(argc, argv, T, nq, nkv, D, reps);
 }

@@ -34,6 +34,6 @@ dist_noinst_SCRIPTS += perf/gpu_check.sh
 if NSP_CUDA
 noinst_PROGRAMS += perf/gpu_check
 perf_gpu_check_SOURCES = perf/gpu_check.c
-perf_gpu_check_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-perf_gpu_check_LDADD = libnspcomm.la libnspcomm_planner.la $(CUDA_LIBS)
+perf_gpu_check_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools $(CUDA_CPPFLAGS)
+perf_gpu_check_LDADD = tools/libnsptools.la libnspcomm.la libnspcomm_planner.la $(CUDA_LIBS)
 endif

@@ -18,6 +18,7 @@
  */
 #include "nattn_test.h"
 #include "../mp.h"
+#include "nsp_opt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,12 +206,27 @@ static void print_levels(const nsp_nested_attn_stats_t *s, const char *what)
     }
 }
 
+/* The positional arguments [ranks tokens_per_rank max_len n_q n_kv D iters],
+ * checked (tools/nsp_opt.h); 0, or nonzero after a message. */
+static int bench_args(int argc, char **argv, int *nranks, int64_t *tpr, int64_t *max_len,
+                      int *nq, int *nkv, int *D, int *iters)
+{
+    const char *p = "bench_nested_attn";
+
+    return (argc > 1 && nsp_opt_int(p, "ranks", argv[1], 1, MP_MAX_RANKS, nranks) != NSP_OK) ||
+           (argc > 2 && nsp_opt_i64(p, "tokens_per_rank", argv[2], 1, 1 << 24, tpr) != NSP_OK) ||
+           (argc > 3 && nsp_opt_i64(p, "max_len", argv[3], 1, 1 << 24, max_len) != NSP_OK) ||
+           (argc > 4 && nsp_opt_int(p, "n_q", argv[4], 1, 1024, nq) != NSP_OK) ||
+           (argc > 5 && nsp_opt_int(p, "n_kv", argv[5], 1, 1024, nkv) != NSP_OK) ||
+           (argc > 6 && nsp_opt_int(p, "D", argv[6], 1, 1024, D) != NSP_OK) ||
+           (argc > 7 && nsp_opt_int(p, "iters", argv[7], 1, 100000, iters) != NSP_OK);
+}
+
 int main(int argc, char **argv)
 {
-    int         nranks = argc > 1 ? atoi(argv[1]) : 8;
-    int64_t     tpr = argc > 2 ? atoll(argv[2]) : 1024, max_len = argc > 3 ? atoll(argv[3]) : 4096;
-    int         nq = argc > 4 ? atoi(argv[4]) : 8, nkv = argc > 5 ? atoi(argv[5]) : 2;
-    int         D = argc > 6 ? atoi(argv[6]) : 32, iters = argc > 7 ? atoi(argv[7]) : 5;
+    int         nranks = 8, nq = 8, nkv = 2, D = 32, iters = 5;
+    int64_t     tpr = 1024, max_len = 4096;
+    const int   bad = bench_args(argc, argv, &nranks, &tpr, &max_len, &nq, &nkv, &D, &iters);
     const char *planner = argc > 8 ? argv[8] : "nested";
     static const char *mode_name[MODES] = {"pipelined", "serial"};
     bench_t     b;
@@ -218,6 +234,9 @@ int main(int argc, char **argv)
     size_t      nslots;
     double      med[MODES], mn[MODES], cpu[MODES], cpu_max[MODES];
 
+    if (bad) {
+        return NSP_OPT_EXIT_USAGE;
+    }
     memset(&b, 0, sizeof(b));
     b.iters = iters;
     b.attn  = (nsp_attn_params_t)NSP_ATTN_PARAMS_INIT(nq, nkv, D);

@@ -352,6 +352,34 @@ out:
  * then with valid heads (plan 1's params), rank 1 passes a NULL q and every
  * rank's forward fails likewise; a correct forward still works afterwards.
  */
+/* Sizes given at create (params.attn.bytes, NSP_ATTN_FIELD_BYTES) for the
+ * sequence-sharded buffers of T tokens: with `short_o`, o is said to be one
+ * token short, and the forward must fail on every rank (the rank with the
+ * short o names it). 0, or -1 with a note. */
+static int rank_short_o(rank_ctx_t *c, const nt_case_t *mc, const nsp_layout_t *lay, int64_t T,
+                        int short_o, const round_bufs_t *b, nsp_nested_attn_t **attn)
+{
+    nsp_attn_params_t p = mc->attn[1];
+    const size_t      q = (size_t)T * p.q_heads * p.head_dim * 4;
+    const size_t      kv = (size_t)T * p.kv_heads * p.head_dim * 4;
+    nsp_status_t      st;
+
+    p.field_mask = NSP_ATTN_FIELD_BYTES;
+    p.bytes.q = q, p.bytes.k = kv, p.bytes.v = kv, p.bytes.lse = (size_t)T * p.q_heads * 4;
+    p.bytes.o = short_o ? q - (size_t)p.q_heads * p.head_dim * 4 : q;
+    if (make_attn(c, mc, lay, &p, 0, attn) != NSP_OK) {
+        mp_note("create with buffer sizes: %s", nsp_last_error());
+        return -1;
+    }
+    st = nsp_nested_attn_fwd(*attn, b->q, b->k, b->v, b->o[0], b->lse[0], NULL, NULL);
+    if (st != NSP_ERR_INVALID_ARG || (short_o && strstr(nsp_last_error(), "buffer o ") == NULL)) {
+        mp_note("forward with o one token short on rank 1 gave %s: %s", nsp_status_string(st),
+                nsp_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 static int rank_errors(int rank, int nranks, void *arg)
 {
     const nt_case_t  *mc = arg;
@@ -392,6 +420,11 @@ static int rank_errors(int rank, int nranks, void *arg)
     st = nsp_nested_attn_fwd(attn, b.q, b.k, b.v, b.o[0], b.lse[0], NULL, NULL);
     if (st != NSP_OK) {
         FAIL("forward after the failed one: %s", nsp_last_error());
+    }
+    nsp_nested_attn_destroy(attn);
+    attn = NULL;
+    if (rank_short_o(&c, mc, lay, info.local_tokens, rank == 1, &b, &attn) != 0) {
+        goto out;
     }
     c.rounds = 1;
     rc = 0;
@@ -469,7 +502,8 @@ static void run_case(int nranks, nt_case_t *mc, const char *what)
     }
     if (mc->error_case) {
         tap_diag("rank %d saw: %s", nranks - 1, res.rank[nranks - 1].note);
-        tap_ok(rounds == nranks, "%d ranks: every rank failed together and recovered",
+        tap_ok(rounds == nranks, "%d ranks: every rank failed together and recovered (a NULL q, "
+               "then o one token short by params.attn.bytes)",
                nranks);
         return;
     }

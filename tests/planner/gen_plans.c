@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "planner/planner_io.h"
 #include "random_plan.h"
+#include "nsp_opt.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -222,13 +223,17 @@ static int print_layout(void)
 
 int main(int argc, char **argv)
 {
-    int      batches = argc > 2 ? atoi(argv[2]) : 3;
-    uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 10) : 1;
+    int      batches = 3;
+    uint64_t seed    = 1;
 
     if (argc == 2 && strcmp(argv[1], "--layout") == 0) {
         return print_layout();
     }
-    if (argc < 2 || batches < 1) {
+    if ((argc > 2 && nsp_opt_int("gen_plans", "BATCHES", argv[2], 1, 100000, &batches) != NSP_OK) ||
+        (argc > 3 && nsp_opt_u64("gen_plans", "SEED", argv[3], 0, UINT64_MAX, &seed) != NSP_OK)) {
+        return NSP_OPT_EXIT_USAGE;
+    }
+    if (argc < 2) {
         fprintf(stderr, "usage: %s OUTDIR [BATCHES] [SEED]\n", argv[0]);
         return 2;
     }

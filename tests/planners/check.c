@@ -1,5 +1,6 @@
 /* Helpers of the planner tests: batches and an independent plan check. */
 #include "check.h"
+#include "nsp_opt.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -9,9 +10,15 @@
 
 int pc_seed_count(int argc, char **argv, int fallback)
 {
-    const char *env = getenv("NSP_TEST_SEEDS");
+    const char *env  = getenv("NSP_TEST_SEEDS");
+    const char *text = argc > 1 ? argv[1] : env;
+    int         n    = fallback;
 
-    return argc > 1 ? atoi(argv[1]) : (env != NULL ? atoi(env) : fallback);
+    if (text != NULL && nsp_opt_int("planner test", argc > 1 ? "SEEDS" : "NSP_TEST_SEEDS", text,
+                                    0, 1000000, &n) != NSP_OK) {
+        exit(NSP_OPT_EXIT_USAGE); /* a test run with a bad seed count: say so, run nothing */
+    }
+    return n;
 }
 
 uint64_t pc_next(uint64_t *state)
