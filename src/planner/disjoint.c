@@ -131,7 +131,8 @@ static nsp_status_t assign_step(const nsp_planner_input_t *in, const nsp_route_a
     NSP_CHECK(nsp_dj_round_times(in, a, rs, &ok));
     *step = 0.0;
     for (int r = 0; r < a->nrounds; ++r) {
-        *step += rs[r];
+        /* a used round pays its fixed cost (per layer here) */
+        *step += rs[r] > 0.0 ? rs[r] + in->cost.round_s / in->cost.model.layers : 0.0;
     }
     if (!ok) {
         *step = DBL_MAX;

@@ -1,6 +1,7 @@
 /*
  * nsp_plan_create(): validate one batch, resolve the planner parameters to
- * their defaults, run the chosen planner (static.c, disjoint.c, nested.c),
+ * their defaults, run the chosen planner (static.c, disjoint.c, nested.c,
+ * megatron.c),
  * time it and log a one-line summary of the plan at INFO.
  */
 #include "planner/planners.h"
@@ -84,6 +85,7 @@ static const char *planner_name(nsp_planner_kind_t kind)
     case NSP_PLANNER_STATIC:   return "static";
     case NSP_PLANNER_DISJOINT: return "disjoint";
     case NSP_PLANNER_NESTED:   return "nested";
+    case NSP_PLANNER_MEGATRON: return "megatron";
     }
     return "unknown";
 }
@@ -205,6 +207,13 @@ static nsp_status_t resolve_params(const nsp_planner_params_t *p, nsp_planner_in
         }
         in->time_limit_s = p->time_limit_s;
     }
+    if (p->field_mask & NSP_PLANNER_FIELD_MAX_SEQLEN) {
+        if (p->max_seqlen_per_rank < 1) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "params.max_seqlen_per_rank=%lld must be a "
+                             "positive number of tokens", (long long)p->max_seqlen_per_rank);
+        }
+        in->max_seqlen_per_rank = p->max_seqlen_per_rank;
+    }
     if (p->field_mask & NSP_PLANNER_FIELD_MAX_ROUNDS) {
         if (p->max_rounds < 1) {
             return nsp_error(NSP_ERR_INVALID_ARG, "params.max_rounds=%d must be >= 1",
@@ -220,6 +229,9 @@ static nsp_status_t resolve_params(const nsp_planner_params_t *p, nsp_planner_in
 /* The largest degree the chosen planner may put a sequence at. */
 static int largest_degree(const nsp_planner_input_t *in, nsp_planner_kind_t kind)
 {
+    if (kind == NSP_PLANNER_MEGATRON) {
+        return nsp_cost_top_degree(&in->cost, in->enable_ring);
+    }
     if (kind == NSP_PLANNER_STATIC && in->static_degree > 0) {
         return in->static_degree;
     }
@@ -373,10 +385,11 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
                          "nseqs (%d)", nseqs);
     }
     if (params->kind != NSP_PLANNER_STATIC && params->kind != NSP_PLANNER_DISJOINT &&
-        params->kind != NSP_PLANNER_NESTED) {
+        params->kind != NSP_PLANNER_NESTED && params->kind != NSP_PLANNER_MEGATRON) {
         return nsp_error(NSP_ERR_INVALID_ARG, "params.kind=%d is not a planner (static=%d, "
-                         "disjoint=%d, nested=%d)", (int)params->kind, NSP_PLANNER_STATIC,
-                         NSP_PLANNER_DISJOINT, NSP_PLANNER_NESTED);
+                         "disjoint=%d, nested=%d, megatron=%d)", (int)params->kind,
+                         NSP_PLANNER_STATIC, NSP_PLANNER_DISJOINT, NSP_PLANNER_NESTED,
+                         NSP_PLANNER_MEGATRON);
     }
     /* whole nodes, or part of one node (as nsp_cost_init accepts) */
     if (cluster->ranks_per_node >= 1 && cluster->ranks > cluster->ranks_per_node &&
@@ -402,6 +415,9 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
         break;
     case NSP_PLANNER_DISJOINT:
         status = nsp_planner_disjoint(&in, &plan);
+        break;
+    case NSP_PLANNER_MEGATRON:
+        status = nsp_planner_megatron(&in, &plan);
         break;
     default:
         status = nsp_planner_nested(&in, &plan);

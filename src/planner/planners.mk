@@ -1,10 +1,11 @@
-# src/planner: the three planners and nsp_plan_create (static, disjoint, nested)
+# src/planner: the planners and nsp_plan_create (static, disjoint, nested, megatron)
 libnspcomm_planner_la_SOURCES += \
 	src/planner/planner.c \
 	src/planner/static.c \
 	src/planner/route.c \
 	src/planner/nested.c \
-	src/planner/disjoint.c
+	src/planner/disjoint.c \
+	src/planner/megatron.c
 noinst_HEADERS += \
 	src/planner/planners.h \
 	src/planner/route.h \

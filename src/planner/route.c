@@ -198,6 +198,8 @@ typedef struct nest_state {
                                               recomputed (memory-tight rounds) */
     nest_shape_t               sh;
     double                     eta1;     /* 1 - eta */
+    double                     rfix;     /* fixed cost of a used round, seconds per
+                                            layer (round_s / L) */
     double                     cap;      /* activation bytes per rank per round */
     double                     a_keep, a_rc;
     int                        R;        /* rounds in use */
@@ -1196,7 +1198,8 @@ static double state_step(const nest_state_t *st)
     double step = 0.0;
 
     for (int r = 0; r < st->R; ++r) {
-        step += round_max(st, &st->round[r]);
+        const double m = round_max(st, &st->round[r]);
+        step += m > 0.0 ? m + st->rfix : 0.0;   /* a used round pays its fixed cost */
     }
     return step;
 }
@@ -1518,7 +1521,8 @@ static double state_exact(const nest_state_t *st, int *levels, double *buf)
     double    step = 0.0;
 
     for (int r = 0; r < st->R; ++r) {
-        step += round_exact(st, &st->round[r], levels, buf, buf + n, buf + 2 * n);
+        const double m = round_exact(st, &st->round[r], levels, buf, buf + n, buf + 2 * n);
+        step += m > 0.0 ? m + st->rfix : 0.0;   /* a used round pays its fixed cost */
     }
     return step;
 }
@@ -1648,6 +1652,7 @@ static nsp_status_t state_init(nest_state_t *st, const nsp_planner_input_t *in,
     st->cost   = &in->cost;
     st->mode   = mode;
     st->eta1   = mode == NSP_ROUTE_NESTED ? 1.0 - in->cost.cluster.overlap : 1.0;
+    st->rfix   = in->cost.round_s / in->cost.model.layers;
     st->cap    = in->mem_cap;
     st->a_keep = in->cost.act_bytes_keep;
     st->a_rc   = in->cost.act_bytes_recompute;
