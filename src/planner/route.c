@@ -1854,7 +1854,9 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
     {
         const int dtop = in->level_degrees[in->nlevels - 1];
         alone = nsp_cost_comp(cost, longest, dtop) + nsp_cost_ep_time(cost, longest / dtop);
-        bound = dmax(alone, work / cost->cluster.ranks);
+        /* per layer, with the fixed cost of the one round every plan has
+         * (the steps compared against it include it) */
+        bound = dmax(alone, work / cost->cluster.ranks) + cost->round_s / cost->model.layers;
     }
     /* coarse: few whole sequences per rank (their granularity, not the
      * balanced target, sets the step) */
@@ -1875,6 +1877,12 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
     for (int R = r_keep; R <= Rcap;) {
         int    trial = R;
         double step;
+        /* R used rounds cost at least the bound plus R - 1 more round costs:
+         * once that is above the best step, more rounds cannot pay */
+        if (best.step < NEST_INF && R > 1 && bound + (R - 1) * st.rfix >= best.step) {
+            NSP_DEBUG("routing: %d rounds cannot pay for their fixed cost", R);
+            break;
+        }
         if (!tried_one && r_keep > 1 && alone > NEST_ONE_ROUND_SHARE * work / cost->cluster.ranks) {
             trial = 1;
         }
