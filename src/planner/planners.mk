@@ -35,7 +35,9 @@ PLANNERS_TESTS = \
 	tests/planners/test_planners \
 	tests/planners/test_planner_input \
 	tests/planners/test_planner_cases \
-	tests/planners/test_planner_ring
+	tests/planners/test_planner_ring \
+	tests/planners/test_planner_megatron \
+	tests/planners/test_planner_rounds
 check_PROGRAMS += $(PLANNERS_TESTS)
 TESTS += $(PLANNERS_TESTS)
 tests_planners_test_planners_SOURCES = tests/planners/test_planners.c \
@@ -54,3 +56,12 @@ tests_planners_test_planner_ring_SOURCES = tests/planners/test_planner_ring.c \
 	tests/planners/check.c tests/planners/check.h
 tests_planners_test_planner_ring_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
 tests_planners_test_planner_ring_LDADD = $(PLANNERS_TEST_LDADD)
+tests_planners_test_planner_megatron_SOURCES = tests/planners/test_planner_megatron.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_planner_megatron_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
+tests_planners_test_planner_megatron_LDADD = $(PLANNERS_TEST_LDADD)
+tests_planners_test_planner_rounds_SOURCES = tests/planners/test_planner_rounds.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_planner_rounds_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS) \
+	-DNSP_TEST_SRCDIR='"$(abs_top_srcdir)"'
+tests_planners_test_planner_rounds_LDADD = $(PLANNERS_TEST_LDADD)
