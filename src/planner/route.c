@@ -996,8 +996,14 @@ static int leaf_key_set(nest_state_t *st, nest_round_t *rd, int j, int m)
             return 0;
         }
     }
+    /* refresh the minima upwards; once a node keeps its value, so do all
+     * above it */
     for (v /= 2; v >= 1; v /= 2) {
-        key[v] = dmin(key[2 * v], key[2 * v + 1]);
+        const double k = dmin(key[2 * v], key[2 * v + 1]);
+        if (key[v] == k) {
+            break;
+        }
+        key[v] = k;
     }
     return 1;
 }
