@@ -17,66 +17,6 @@
  * packed to the limit stays under it when re-evaluated in another order. */
 #define NSP_PLANNER_MEM_MARGIN 1e-6
 
-void nsp_seq_cost_ring(const nsp_cost_t *cost, double s, int d, int ring, int recompute,
-                       nsp_seq_cost_t *out)
-{
-    const double rcf = recompute ? NSP_COST_RECOMPUTE_COMP : 1.0;
-    const double rcb = recompute ? NSP_COST_RECOMPUTE_A2A : 1.0;
-
-    out->comp_s     = rcf * nsp_cost_comp(cost, s, d) + nsp_cost_ep_time(cost, s / d);
-    out->bytes      = rcb * nsp_cost_group_a2a_bytes(cost, s, d, ring);
-    out->ring_bytes = ring > 1 ? nsp_cost_ring_bytes(cost, s, d, ring, recompute) : 0.0;
-    out->mem_bytes  = s / d * (nsp_cost_act_bytes(cost, recompute) +
-                               nsp_cost_ring_mem_per_token(cost, d, ring));
-}
-
-void nsp_seq_cost(const nsp_cost_t *cost, double s, int d, int recompute,
-                  nsp_seq_cost_t *out)
-{
-    nsp_seq_cost_ring(cost, s, d, 1, recompute, out);
-}
-
-int nsp_planner_ring_of(const nsp_planner_input_t *in, int d)
-{
-    return in->enable_ring ? nsp_cost_ring_for_degree(&in->cost, d) : 1;
-}
-
-nsp_status_t nsp_pack_aligned(const int *size, int n, int ranks, int *rank0_out)
-{
-    int *idx = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    int  next = 0;
-
-    if (idx == NULL) {
-        return nsp_error(NSP_ERR_NO_MEMORY, "cannot allocate %d group indices", n);
-    }
-    /* Sort indices by size, largest first (stable by index: sizes are small
-     * integers, so a counting pass over distinct sizes would do as well). */
-    for (int i = 0; i < n; ++i) {
-        idx[i] = i;
-    }
-    for (int i = 1; i < n; ++i) {
-        int j = i, v = idx[i];
-        while (j > 0 && (size[idx[j - 1]] < size[v] ||
-                         (size[idx[j - 1]] == size[v] && idx[j - 1] > v))) {
-            idx[j] = idx[j - 1];
-            --j;
-        }
-        idx[j] = v;
-    }
-    for (int k = 0; k < n; ++k) {
-        const int i = idx[k];
-        if (next % size[i] != 0 || next + size[i] > ranks) {
-            free(idx);
-            return nsp_error(NSP_ERR_INTERNAL, "groups of %d ranks do not pack aligned into "
-                             "%d ranks at offset %d", size[i], ranks, next);
-        }
-        rank0_out[i] = next;
-        next += size[i];
-    }
-    free(idx);
-    return NSP_OK;
-}
-
 /* ---- parameter resolution --------------------------------------------- */
 
 static const char *planner_name(nsp_planner_kind_t kind)

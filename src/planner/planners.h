@@ -54,7 +54,7 @@ nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan
  *  NSP_ERR_INVALID_ARG for a fixed max_seqlen_per_rank that cannot plan. */
 nsp_status_t nsp_planner_megatron(const nsp_planner_input_t *in, nsp_plan_t **plan);
 
-/* ---- small helpers shared by the planners (planner.c) ------------------ */
+/* ---- per-sequence costs (seq_cost.c) and aligned placement (assign.c) -- */
 
 /** Per-rank cost of ONE sequence of s tokens at degree d (per layer):
  *  compute (with the recompute factor and the MoE term of its s/d tokens),

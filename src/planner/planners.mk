@@ -1,6 +1,8 @@
 # src/planner: the planners and nsp_plan_create (static, disjoint, nested, megatron)
 libnspcomm_planner_la_SOURCES += \
 	src/planner/planner.c \
+	src/planner/seq_cost.c \
+	src/planner/assign.c \
 	src/planner/static.c \
 	src/planner/route.c \
 	src/planner/nested.c \
