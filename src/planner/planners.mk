@@ -7,6 +7,7 @@ libnspcomm_planner_la_SOURCES += \
 	src/planner/route.c \
 	src/planner/nested.c \
 	src/planner/disjoint.c \
+	src/planner/dj_round.c \
 	src/planner/megatron.c
 noinst_HEADERS += \
 	src/planner/planners.h \
