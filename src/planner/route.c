@@ -1794,127 +1794,143 @@ out:
 
 /* ---- entry points ------------------------------------------------------------------ */
 
-nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
-                       nsp_route_assign_t *a, double *step_s)
+/* What the search over rounds knows of the batch (per layer) and its
+ * scratch for exact evaluations. */
+typedef struct nest_search {
+    nsp_route_mode_t mode;
+    double           work;    /* all compute (MoE term included) on one rank */
+    double           alone;   /* the longest sequence alone at the top degree */
+    double           bound;   /* max(alone, work / N) + one round's fixed cost */
+    int              r_keep;  /* fewest rounds that hold the batch kept */
+    int              Rcap;    /* most rounds */
+    int              coarse;  /* few whole sequences per rank */
+    int             *levels;  /* [ranks] scratch of state_exact */
+    double          *buf;     /* [3 * ranks] scratch of state_exact */
+} nest_search_t;
+
+/* Rounds. The search starts at the fewest rounds that hold the batch with
+ * kept activations (r_keep) and adds rounds while the routed step (round
+ * costs included) drops. When one sequence dominates (alone at the top
+ * degree it takes more than NEST_ONE_ROUND_SHARE of the balanced time), a
+ * single round with recomputation where memory needs it is tried first: the
+ * others then fill the idle ranks of its round instead of waiting for
+ * theirs. A trial within NEST_GOOD_ENOUGH of the bound ends the search. */
+static void search_setup(const nsp_planner_input_t *in, nsp_route_mode_t mode,
+                         nest_search_t *se)
 {
     const nsp_cost_t *cost = &in->cost;
-    nest_state_t      st;
-    nest_saved_t      best = {NULL, NULL, 0, NEST_INF};
-    double            work = 0.0, kept_bytes = 0.0, longest = 0.0, alone, bound;
-    double            prev = NEST_INF;
-    int               r_keep, Rcap, tried_one = 0, coarse;
-    int              *levels = NULL;
-    double           *buf = NULL;
-    nsp_status_t      status;
+    double            kept_bytes = 0.0, longest = 0.0;
 
+    memset(se, 0, sizeof(*se));
+    se->mode = mode;
     for (int i = 0; i < in->nseqs; ++i) {
         const double s = (double)in->lens[i];
-        work       += nsp_cost_comp(cost, s, 1) + nsp_cost_ep_time(cost, s);
+        se->work   += nsp_cost_comp(cost, s, 1) + nsp_cost_ep_time(cost, s);
         kept_bytes += s * cost->act_bytes_keep;
         longest     = dmax(longest, s);
     }
-    /* Rounds. Extra rounds cost nothing in the model but balance, so the
-     * search starts at the fewest rounds that hold the batch with kept
-     * activations (r_keep) and adds rounds while the routed step drops. When
-     * one sequence dominates (alone at the top degree it takes more than
-     * NEST_ONE_ROUND_SHARE of the balanced time), a single round with
-     * recomputation where memory needs it is tried first: the others then
-     * fill the idle ranks of its round instead of waiting for theirs. A
-     * trial within NEST_GOOD_ENOUGH of the bound ends the search. */
-    r_keep = (int)ceil(kept_bytes / (in->mem_cap * cost->cluster.ranks) - 1e-12);
-    if (r_keep < 1) {
-        r_keep = 1;
+    se->r_keep = (int)ceil(kept_bytes / (in->mem_cap * cost->cluster.ranks) - 1e-12);
+    if (se->r_keep < 1) {
+        se->r_keep = 1;
     }
-    Rcap = in->max_rounds < NSP_PLANNER_DEFAULT_MAX_ROUNDS ? in->max_rounds :
-           NSP_PLANNER_DEFAULT_MAX_ROUNDS;
-    if (r_keep > Rcap) {
-        r_keep = Rcap;
+    se->Rcap = in->max_rounds < NSP_PLANNER_DEFAULT_MAX_ROUNDS ? in->max_rounds :
+               NSP_PLANNER_DEFAULT_MAX_ROUNDS;
+    if (se->r_keep > se->Rcap) {
+        se->r_keep = se->Rcap;
     }
     {
         const int dtop = in->level_degrees[in->nlevels - 1];
-        alone = nsp_cost_comp(cost, longest, dtop) + nsp_cost_ep_time(cost, longest / dtop);
+        se->alone = nsp_cost_comp(cost, longest, dtop) + nsp_cost_ep_time(cost, longest / dtop);
         /* per layer, with the fixed cost of the one round every plan has
          * (the steps compared against it include it) */
-        bound = dmax(alone, work / cost->cluster.ranks) + cost->round_s / cost->model.layers;
+        se->bound = dmax(se->alone, se->work / cost->cluster.ranks) +
+                    cost->round_s / cost->model.layers;
     }
     /* coarse: few whole sequences per rank (their granularity, not the
      * balanced target, sets the step) */
-    coarse = in->nseqs <= NEST_STATIC_CANDIDATE_SEQS_PER_RANK * cost->cluster.ranks ||
-             cost->cluster.ranks <= NEST_STATIC_CANDIDATE_RANKS;
-    NSP_CHECK(state_init(&st, in, mode, Rcap));
-    NSP_DEBUG("routing: work/N %.6f, longest alone %.6f s per layer, %d rounds hold it kept",
-              work / cost->cluster.ranks, alone, r_keep);
-    best.loc = malloc(sizeof(int) * (size_t)(in->nseqs > 0 ? in->nseqs : 1));
-    best.rc  = malloc(sizeof(int) * (size_t)(in->nseqs > 0 ? in->nseqs : 1));
-    levels   = malloc(sizeof(int) * (size_t)cost->cluster.ranks);
-    buf      = malloc(sizeof(double) * 3 * (size_t)cost->cluster.ranks);
-    if (best.loc == NULL || best.rc == NULL || levels == NULL || buf == NULL) {
-        status = nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate %d sequences",
-                           in->nseqs);
-        goto out_free;
+    se->coarse = in->nseqs <= NEST_STATIC_CANDIDATE_SEQS_PER_RANK * cost->cluster.ranks ||
+                 cost->cluster.ranks <= NEST_STATIC_CANDIDATE_RANKS;
+}
+
+/* Route `trial` rounds (again with a higher target where the batch is
+ * coarse); *step the best exact step of these routings, NEST_INF if none
+ * held the batch; *best keeps the best assignment so far. */
+static nsp_status_t route_trial(nest_state_t *st, nest_saved_t *best, const nest_search_t *se,
+                                int trial, double *step)
+{
+    NSP_CHECK(ensure_rounds(st, trial));
+    st->target_floor = 0.0;
+    *step = NEST_INF;
+    for (int retry = 0; retry <= NEST_RETRIES; ++retry) {
+        double s1;
+        if (!route_all(st, trial, se->work)) {
+            NSP_DEBUG("routing: %d rounds cannot hold the batch", trial);
+            break;
+        }
+        unflip_groups(st);
+        if (se->mode == NSP_ROUTE_NESTED) {
+            NSP_CHECK(fix_lonely_ranks(st));
+        }
+        /* candidates are compared as the plan will show them: a group
+         * overlaps only where its ranks hold another level */
+        s1 = state_exact(st, se->levels, se->buf);
+        NSP_DEBUG("routing (%s): %d rounds, target floor %.6f: %.6f s per layer "
+                  "(%.6f if every level overlapped)",
+                  se->mode == NSP_ROUTE_NESTED ? "nested" : "disjoint", trial,
+                  st->target_floor, s1, state_step(st));
+        *step = dmin(*step, s1);
+        if (s1 < best->step) {
+            best->step = s1;
+            save_assignment(st, best);
+        }
+        /* Far above the bound: the sequences are too coarse for the
+         * balanced target (a few long ones on few ranks). Route again
+         * with the time this routing reached per round as the target, so
+         * long sequences take smaller groups and leave whole ranks to
+         * the others. */
+        if (best->step <= NEST_RETRY_GAP * se->bound || !se->coarse ||
+            st->target_floor >= NEST_RETRY_SCALE * s1 / trial * 0.99) {
+            break;
+        }
+        st->target_floor = NEST_RETRY_SCALE * s1 / trial;
     }
-    for (int R = r_keep; R <= Rcap;) {
+    return NSP_OK;
+}
+
+/* The search over round counts (see search_setup); the best in *best. */
+static nsp_status_t search_rounds(nest_state_t *st, nest_saved_t *best, const nest_search_t *se)
+{
+    const int N = st->sh.ranks;
+    double    prev = NEST_INF;
+    int       tried_one = 0;
+
+    for (int R = se->r_keep; R <= se->Rcap;) {
         int    trial = R;
         double step;
         /* R used rounds cost at least the bound plus R - 1 more round costs:
          * once that is above the best step, more rounds cannot pay */
-        if (best.step < NEST_INF && R > 1 && bound + (R - 1) * st.rfix >= best.step) {
+        if (best->step < NEST_INF && R > 1 && se->bound + (R - 1) * st->rfix >= best->step) {
             NSP_DEBUG("routing: %d rounds cannot pay for their fixed cost", R);
             break;
         }
-        if (!tried_one && r_keep > 1 && alone > NEST_ONE_ROUND_SHARE * work / cost->cluster.ranks) {
+        if (!tried_one && se->r_keep > 1 && se->alone > NEST_ONE_ROUND_SHARE * se->work / N) {
             trial = 1;
         }
         tried_one |= trial == 1;
-        NSP_CHECK_GOTO(ensure_rounds(&st, trial), status, out_free);
-        st.target_floor = 0.0;
-        step = NEST_INF;
-        for (int retry = 0; retry <= NEST_RETRIES; ++retry) {
-            double s1;
-            if (!route_all(&st, trial, work)) {
-                NSP_DEBUG("routing: %d rounds cannot hold the batch", trial);
-                break;
-            }
-            unflip_groups(&st);
-            if (mode == NSP_ROUTE_NESTED) {
-                NSP_CHECK_GOTO(fix_lonely_ranks(&st), status, out_free);
-            }
-            /* candidates are compared as the plan will show them: a group
-             * overlaps only where its ranks hold another level */
-            s1 = state_exact(&st, levels, buf);
-            NSP_DEBUG("routing (%s): %d rounds, target floor %.6f: %.6f s per layer "
-                      "(%.6f if every level overlapped)",
-                      mode == NSP_ROUTE_NESTED ? "nested" : "disjoint", trial,
-                      st.target_floor, s1, state_step(&st));
-            step = dmin(step, s1);
-            if (s1 < best.step) {
-                best.step = s1;
-                save_assignment(&st, &best);
-            }
-            /* Far above the bound: the sequences are too coarse for the
-             * balanced target (a few long ones on few ranks). Route again
-             * with the time this routing reached per round as the target, so
-             * long sequences take smaller groups and leave whole ranks to
-             * the others. */
-            if (best.step <= NEST_RETRY_GAP * bound || !coarse ||
-                st.target_floor >= NEST_RETRY_SCALE * s1 / trial * 0.99) {
-                break;
-            }
-            st.target_floor = NEST_RETRY_SCALE * s1 / trial;
-        }
+        NSP_CHECK(route_trial(st, best, se, trial, &step));
         if (step >= NEST_INF) {
             if (trial == R) {
                 ++R;
             }
             continue;
         }
-        if (best.step <= NEST_GOOD_ENOUGH * bound) {
+        if (best->step <= NEST_GOOD_ENOUGH * se->bound) {
             break;
         }
         if (trial == 1 && R > 1) {
             continue;    /* one round tried first: now the kept rounds */
         }
-        if (tried_one && R == r_keep && best.step < step * NEST_ONE_ROUND_WINS) {
+        if (tried_one && R == se->r_keep && best->step < step * NEST_ONE_ROUND_WINS) {
             break;       /* one round clearly beat the kept rounds: more will not help */
         }
         if (trial == R) {
@@ -1925,40 +1941,75 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
             ++R;
         }
     }
+    return NSP_OK;
+}
+
+/* Local moves on the best assignment, kept only if exactly faster. */
+static nsp_status_t polish_best(nest_state_t *st, const nest_saved_t *best,
+                                const nest_search_t *se)
+{
+    const long   trials0 = (long)NEST_MOVE_TRIALS_PER_SEQ * st->in->nseqs + NEST_MOVE_TRIALS_MIN;
+    double       step0, t0, after;
+
+    restore_assignment(st, best);
+    st->trials = trials0;
+    step0 = state_step(st);
+    t0    = nsp_wtime();
+    if (best->step > NEST_LOCAL_GAP * se->bound) {
+        local_moves(st);   /* near the bound there is nothing left to gain */
+    }
+    unflip_groups(st);
+    if (se->mode == NSP_ROUTE_NESTED) {
+        NSP_CHECK(fix_lonely_ranks(st));
+    }
+    after = state_exact(st, se->levels, se->buf);
+    NSP_DEBUG("routing: local moves: %ld trials, %.6f -> %.6f s per layer (exact %.6f -> "
+              "%.6f) in %.3f ms", trials0 - st->trials, step0, state_step(st), best->step,
+              after, (nsp_wtime() - t0) * 1e3);
+    if (after > best->step) {
+        restore_assignment(st, best);   /* the moves did not pay off exactly */
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
+                       nsp_route_assign_t *a, double *step_s)
+{
+    const nsp_cost_t *cost = &in->cost;
+    const size_t      n = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
+    nest_state_t      st;
+    nest_saved_t      best = {NULL, NULL, 0, NEST_INF};
+    nest_search_t     se;
+    nsp_status_t      status;
+
+    search_setup(in, mode, &se);
+    NSP_CHECK(state_init(&st, in, mode, se.Rcap));
+    NSP_DEBUG("routing: work/N %.6f, longest alone %.6f s per layer, %d rounds hold it kept",
+              se.work / cost->cluster.ranks, se.alone, se.r_keep);
+    best.loc  = malloc(sizeof(int) * n);
+    best.rc   = malloc(sizeof(int) * n);
+    se.levels = malloc(sizeof(int) * (size_t)cost->cluster.ranks);
+    se.buf    = malloc(sizeof(double) * 3 * (size_t)cost->cluster.ranks);
+    if (best.loc == NULL || best.rc == NULL || se.levels == NULL || se.buf == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate %d sequences",
+                           in->nseqs);
+        goto out_free;
+    }
+    NSP_CHECK_GOTO(search_rounds(&st, &best, &se), status, out_free);
     /* Few sequences per rank: whole sequences are coarse and the balanced
      * target misleads. The static planner's best plan over the tree's own
      * levels is then a candidate too (its groups are tree nodes), so the tree
      * never loses to one of its levels. Cheap at this size. */
-    if (mode == NSP_ROUTE_NESTED && coarse) {
-        NSP_CHECK_GOTO(static_candidate(&st, &best, levels, buf), status, out_free);
+    if (mode == NSP_ROUTE_NESTED && se.coarse) {
+        NSP_CHECK_GOTO(static_candidate(&st, &best, se.levels, se.buf), status, out_free);
     }
     if (best.step >= NEST_INF) {
         status = nsp_error(NSP_ERR_INFEASIBLE, "%s planner: the batch does not fit in %d "
                            "rounds; raise params.max_rounds",
-                           mode == NSP_ROUTE_NESTED ? "nested" : "disjoint", Rcap);
+                           mode == NSP_ROUTE_NESTED ? "nested" : "disjoint", se.Rcap);
         goto out_free;
     }
-    restore_assignment(&st, &best);
-    st.trials = (long)NEST_MOVE_TRIALS_PER_SEQ * in->nseqs + NEST_MOVE_TRIALS_MIN;
-    {
-        const long   trials0 = st.trials;
-        const double step0 = state_step(&st), t0 = nsp_wtime();
-        double       after;
-        if (best.step > NEST_LOCAL_GAP * bound) {
-            local_moves(&st);   /* near the bound there is nothing left to gain */
-        }
-        unflip_groups(&st);
-        if (mode == NSP_ROUTE_NESTED) {
-            NSP_CHECK_GOTO(fix_lonely_ranks(&st), status, out_free);
-        }
-        after = state_exact(&st, levels, buf);
-        NSP_DEBUG("routing: local moves: %ld trials, %.6f -> %.6f s per layer (exact %.6f -> "
-                  "%.6f) in %.3f ms", trials0 - st.trials, step0, state_step(&st), best.step,
-                  after, (nsp_wtime() - t0) * 1e3);
-        if (after > best.step) {
-            restore_assignment(&st, &best);   /* the moves did not pay off exactly */
-        }
-    }
+    NSP_CHECK_GOTO(polish_best(&st, &best, &se), status, out_free);
     export_assignment(&st, a);
     if (step_s != NULL) {
         *step_s = state_step(&st) * cost->model.layers;
@@ -1968,8 +2019,8 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
 out_free:
     free(best.loc);
     free(best.rc);
-    free(levels);
-    free(buf);
+    free(se.levels);
+    free(se.buf);
     state_free(&st);
     return status;
 }
