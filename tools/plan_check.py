@@ -188,6 +188,17 @@ class Model:
         return self.L * max(a, b) + self.round_cost()
 
 
+def preset_model(case):
+    """The Model of a reference case: its model and cluster presets at its ranks."""
+    L, h, nq, nkv, dh, ffn, E, k, P = MODEL_PRESETS[case["model"]]
+    G, M, W, rg, ra, bi, be, ai, ae, eta = CLUSTER_PRESETS[case["cluster"]]
+    return Model(dict(layers=L, hidden=h, q_heads=nq, kv_heads=nkv, head_dim=dh,
+                      ffn=ffn, experts=E, topk=k, params=P),
+                 dict(ranks=case["ranks"], ranks_per_node=G, mem_bytes=M,
+                      workspace_bytes=W, gemm_flops=rg, attn_flops=ra, bw_intra=bi,
+                      bw_inter=be, lat_intra=ai, lat_inter=ae, overlap=eta))
+
+
 class Checker:
     def __init__(self, tol, quiet):
         self.tol = tol
@@ -425,13 +436,7 @@ class Checker:
         with open(path) as f:
             vec = json.load(f)
         for i, case in enumerate(vec["cases"]):
-            L, h, nq, nkv, dh, ffn, E, k, P = MODEL_PRESETS[case["model"]]
-            G, M, W, rg, ra, bi, be, ai, ae, eta = CLUSTER_PRESETS[case["cluster"]]
-            cm = Model(dict(layers=L, hidden=h, q_heads=nq, kv_heads=nkv, head_dim=dh,
-                            ffn=ffn, experts=E, topk=k, params=P),
-                       dict(ranks=case["ranks"], ranks_per_node=G, mem_bytes=M,
-                            workspace_bytes=W, gemm_flops=rg, attn_flops=ra, bw_intra=bi,
-                            bw_inter=be, lat_intra=ai, lat_inter=ae, overlap=eta))
+            cm = preset_model(case)
             s, d = case["seq_len"], case["degree"]
             at = "%s case %d" % (path, i)
             nbytes = cm.a2a_bytes(s, d)
@@ -447,13 +452,7 @@ class Checker:
             self.close(at, "model_states_bytes_per_rank", case["model_states_bytes_per_rank"],
                        cm.model_states())
         for i, case in enumerate(vec.get("round_cost_cases", [])):
-            L, h, nq, nkv, dh, ffn, E, k, P = MODEL_PRESETS[case["model"]]
-            G, M, W, rg, ra, bi, be, ai, ae, eta = CLUSTER_PRESETS[case["cluster"]]
-            cm = Model(dict(layers=L, hidden=h, q_heads=nq, kv_heads=nkv, head_dim=dh,
-                            ffn=ffn, experts=E, topk=k, params=P),
-                       dict(ranks=case["ranks"], ranks_per_node=G, mem_bytes=M,
-                            workspace_bytes=W, gemm_flops=rg, attn_flops=ra, bw_intra=bi,
-                            bw_inter=be, lat_intra=ai, lat_inter=ae, overlap=eta))
+            cm = preset_model(case)
             self.close("%s round case %d" % (path, i), "round_s", case["round_s"],
                        cm.round_cost())
         if example:
