@@ -5,6 +5,8 @@ libnspcomm_planner_la_SOURCES += \
 	src/planner/assign.c \
 	src/planner/static.c \
 	src/planner/route.c \
+	src/planner/route_tree.c \
+	src/planner/route_fill.c \
 	src/planner/nested.c \
 	src/planner/disjoint.c \
 	src/planner/dj_round.c \
@@ -12,6 +14,7 @@ libnspcomm_planner_la_SOURCES += \
 noinst_HEADERS += \
 	src/planner/planners.h \
 	src/planner/route.h \
+	src/planner/route_internal.h \
 	src/planner/disjoint.h
 
 # The disjoint planner's MILP (CBC and/or GLPK, both optional) in a
