@@ -43,7 +43,8 @@ PLANNERS_TESTS = \
 	tests/planners/test_planner_cases \
 	tests/planners/test_planner_ring \
 	tests/planners/test_planner_megatron \
-	tests/planners/test_planner_rounds
+	tests/planners/test_planner_rounds \
+	tests/planners/test_route_tree
 check_PROGRAMS += $(PLANNERS_TESTS)
 TESTS += $(PLANNERS_TESTS)
 tests_planners_test_planners_SOURCES = tests/planners/test_planners.c \
@@ -71,3 +72,7 @@ tests_planners_test_planner_rounds_SOURCES = tests/planners/test_planner_rounds.
 tests_planners_test_planner_rounds_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS) \
 	-DNSP_TEST_SRCDIR='"$(abs_top_srcdir)"'
 tests_planners_test_planner_rounds_LDADD = $(PLANNERS_TEST_LDADD)
+tests_planners_test_route_tree_SOURCES = tests/planners/test_route_tree.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_route_tree_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
+tests_planners_test_route_tree_LDADD = $(PLANNERS_TEST_LDADD)

@@ -204,67 +204,8 @@ static void local_moves(nest_state_t *st)
 
 /* ---- state -------------------------------------------------------------------- */
 
-static void state_free(nest_state_t *st)
-{
-    if (st->round != NULL) {
-        for (int r = 0; r < st->nalloc; ++r) {
-            nsp_nest_round_free(&st->round[r]);
-        }
-    }
-    free(st->round);
-    free(st->loc);
-    free(st->next);
-    free(st->prev);
-    free(st->comp1);
-    nsp_nest_shape_free(&st->sh);
-}
 
-static nsp_status_t state_init(nest_state_t *st, const nsp_planner_input_t *in,
-                               nsp_route_mode_t mode, int Rcap)
-{
-    const size_t n = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
 
-    memset(st, 0, sizeof(*st));
-    st->only_level = -1;
-    st->in     = in;
-    st->cost   = &in->cost;
-    st->mode   = mode;
-    st->eta1   = mode == NSP_ROUTE_NESTED ? 1.0 - in->cost.cluster.overlap : 1.0;
-    st->rfix   = in->cost.round_s / in->cost.model.layers;
-    st->cap    = in->mem_cap;
-    st->a_keep = in->cost.act_bytes_keep;
-    st->a_rc   = in->cost.act_bytes_recompute;
-    NSP_CHECK(nsp_nest_shape_init(&st->sh, in));
-    st->lsize = 1;
-    while (st->lsize < st->sh.ng[0]) {
-        st->lsize *= 2;
-    }
-    st->Rcap  = Rcap;
-    st->round = calloc((size_t)Rcap, sizeof(*st->round));
-    st->loc   = malloc(sizeof(int) * n);
-    st->next  = malloc(sizeof(int) * n);
-    st->prev  = malloc(sizeof(int) * n);
-    st->comp1 = malloc(sizeof(double) * n);
-    if (st->round == NULL || st->loc == NULL || st->next == NULL || st->prev == NULL ||
-        st->comp1 == NULL) {
-        state_free(st);
-        return nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate state for %d sequences",
-                         in->nseqs);
-    }
-    for (int i = 0; i < in->nseqs; ++i) {
-        st->comp1[i] = nsp_cost_comp(st->cost, (double)in->lens[i], 1);
-    }
-    return NSP_OK;
-}
-
-/* Allocate rounds up to R (they are allocated on first use). */
-static nsp_status_t ensure_rounds(nest_state_t *st, int R)
-{
-    for (; st->nalloc < R; ++st->nalloc) {
-        NSP_CHECK(nsp_nest_round_alloc(st, &st->round[st->nalloc]));
-    }
-    return NSP_OK;
-}
 
 /* Save / restore an assignment (round, node, flag per sequence). */
 typedef struct nest_saved {
@@ -349,7 +290,7 @@ static nsp_status_t static_candidate(nest_state_t *st, nest_saved_t *best, int *
         cand.loc[i] = a.round[i] * sh->nnodes + sh->off[l] + a.rank0[i] / a.size[i];
         cand.rc[i]  = a.rc[i];
     }
-    NSP_CHECK_GOTO(ensure_rounds(st, cand.R), status, out);
+    NSP_CHECK_GOTO(nsp_nest_ensure_rounds(st, cand.R), status, out);
     restore_assignment(st, &cand);
     ex = nsp_nest_state_exact(st, levels, buf);
     NSP_DEBUG("routing (nested): the static plan on the tree's levels: %.6f s per layer", ex);
@@ -430,7 +371,7 @@ static void search_setup(const nsp_planner_input_t *in, nsp_route_mode_t mode,
 static nsp_status_t route_trial(nest_state_t *st, nest_saved_t *best, const nest_search_t *se,
                                 int trial, double *step)
 {
-    NSP_CHECK(ensure_rounds(st, trial));
+    NSP_CHECK(nsp_nest_ensure_rounds(st, trial));
     st->target_floor = 0.0;
     *step = NEST_INF;
     for (int retry = 0; retry <= NEST_RETRIES; ++retry) {
@@ -555,7 +496,7 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
     nsp_status_t      status;
 
     search_setup(in, mode, &se);
-    NSP_CHECK(state_init(&st, in, mode, se.Rcap));
+    NSP_CHECK(nsp_nest_state_init(&st, in, mode, se.Rcap));
     NSP_DEBUG("routing: work/N %.6f, longest alone %.6f s per layer, %d rounds hold it kept",
               se.work / cost->cluster.ranks, se.alone, se.r_keep);
     best.loc  = malloc(sizeof(int) * n);
@@ -593,6 +534,6 @@ out_free:
     free(best.rc);
     free(se.levels);
     free(se.buf);
-    state_free(&st);
+    nsp_nest_state_free(&st);
     return status;
 }

@@ -218,6 +218,16 @@ void nsp_nest_place(nest_state_t *st, int i, int r, int n, int rc, int do_propag
 /** Take sequence i out of its node (the path is refreshed). */
 void nsp_nest_unplace(nest_state_t *st, int i);
 
+/** A routing state for in's batch and tree, mode, up to Rcap rounds (none
+ *  allocated yet). Errors: NSP_ERR_NO_MEMORY. */
+nsp_status_t nsp_nest_state_init(nest_state_t *st, const nsp_planner_input_t *in,
+                                 nsp_route_mode_t mode, int Rcap);
+/** Free a state (every round allocated so far). */
+void nsp_nest_state_free(nest_state_t *st);
+/** Allocate rounds up to R (lazily: large trees cost memory per round).
+ *  Errors: NSP_ERR_NO_MEMORY. */
+nsp_status_t nsp_nest_ensure_rounds(nest_state_t *st, int R);
+
 /* ---- filling (route_fill.c) ---- */
 
 /** Evaluate sequence i in node n of round r (rc: recomputed) against the

@@ -481,3 +481,67 @@ void nsp_nest_unplace(nest_state_t *st, int i)
     st->loc[i] = -1;
     nsp_nest_propagate(st, rd, n);
 }
+
+/* ---- the state: the tree of every round and where each sequence is ---- */
+
+void nsp_nest_state_free(nest_state_t *st)
+{
+    if (st->round != NULL) {
+        for (int r = 0; r < st->nalloc; ++r) {
+            nsp_nest_round_free(&st->round[r]);
+        }
+    }
+    free(st->round);
+    free(st->loc);
+    free(st->next);
+    free(st->prev);
+    free(st->comp1);
+    nsp_nest_shape_free(&st->sh);
+}
+
+nsp_status_t nsp_nest_state_init(nest_state_t *st, const nsp_planner_input_t *in,
+                                 nsp_route_mode_t mode, int Rcap)
+{
+    const size_t n = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
+
+    memset(st, 0, sizeof(*st));
+    st->only_level = -1;
+    st->in     = in;
+    st->cost   = &in->cost;
+    st->mode   = mode;
+    st->eta1   = mode == NSP_ROUTE_NESTED ? 1.0 - in->cost.cluster.overlap : 1.0;
+    st->rfix   = in->cost.round_s / in->cost.model.layers;
+    st->cap    = in->mem_cap;
+    st->a_keep = in->cost.act_bytes_keep;
+    st->a_rc   = in->cost.act_bytes_recompute;
+    NSP_CHECK(nsp_nest_shape_init(&st->sh, in));
+    st->lsize = 1;
+    while (st->lsize < st->sh.ng[0]) {
+        st->lsize *= 2;
+    }
+    st->Rcap  = Rcap;
+    st->round = calloc((size_t)Rcap, sizeof(*st->round));
+    st->loc   = malloc(sizeof(int) * n);
+    st->next  = malloc(sizeof(int) * n);
+    st->prev  = malloc(sizeof(int) * n);
+    st->comp1 = malloc(sizeof(double) * n);
+    if (st->round == NULL || st->loc == NULL || st->next == NULL || st->prev == NULL ||
+        st->comp1 == NULL) {
+        nsp_nest_state_free(st);
+        return nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate state for %d sequences",
+                         in->nseqs);
+    }
+    for (int i = 0; i < in->nseqs; ++i) {
+        st->comp1[i] = nsp_cost_comp(st->cost, (double)in->lens[i], 1);
+    }
+    return NSP_OK;
+}
+
+/* Allocate rounds up to R (they are allocated on first use). */
+nsp_status_t nsp_nest_ensure_rounds(nest_state_t *st, int R)
+{
+    for (; st->nalloc < R; ++st->nalloc) {
+        NSP_CHECK(nsp_nest_round_alloc(st, &st->round[st->nalloc]));
+    }
+    return NSP_OK;
+}
