@@ -211,12 +211,15 @@ for path in glob.glob(os.path.join(work, "*.json")):
             tight = max(tight, bound_round(nested["model"], nested["cluster"], terms, items))
         tgaps.append(step / tight)
         for k in steps:
+            if k not in b["plans"]:
+                continue   # a run without this planner (--planners): its columns show -
             p = b["plans"][k]
             steps[k].append(p["predicted"]["step_s"])
             rounds[k].append(len(p["rounds"]))
             ms[k].append(p["predicted"]["plan_ms"])
         gaps.append(b["plans"]["nested"]["predicted"]["step_s"] / lb)
-    mean = {k: sum(v) / len(v) for k, v in steps.items()}
+    mean = {k: sum(v) / len(v) if v else None for k, v in steps.items()}
+    ratio = lambda k: mean[k] / mean["nested"] if mean[k] is not None else None
     rows.append({
         "workload": name, "ranks": cfg["ranks"], "tokens_per_rank": cfg["tokens_per_rank"],
         "batches": len(sim["batches"]),
@@ -224,32 +227,45 @@ for path in glob.glob(os.path.join(work, "*.json")):
         "static_s": mean["static"], "megatron_s": mean["megatron"],
         "disjoint_s": mean["disjoint"], "nested_s": mean["nested"],
         "round_s": b["plans"]["nested"]["predicted"].get("round_s", 0.0),
-        "rounds_mean": {k: sum(v) / len(v) for k, v in rounds.items()},
-        "nested_vs_static": mean["static"] / mean["nested"],
-        "nested_vs_megatron": mean["megatron"] / mean["nested"],
-        "nested_vs_megatron_batch_min": min(x / y for x, y in zip(steps["megatron"], steps["nested"])),
-        "nested_vs_disjoint": mean["disjoint"] / mean["nested"],
+        "rounds_mean": {k: sum(v) / len(v) if v else None for k, v in rounds.items()},
+        "nested_vs_static": ratio("static"),
+        "nested_vs_megatron": ratio("megatron"),
+        "nested_vs_megatron_batch_min": min((x / y for x, y in zip(steps["megatron"], steps["nested"])),
+                                            default=None),
+        "nested_vs_disjoint": ratio("disjoint"),
         "nested_over_lb_mean": sum(gaps) / len(gaps), "nested_over_lb_max": max(gaps),
         "nested_over_tight_lb_mean": sum(tgaps) / len(tgaps),
         "nested_over_tight_lb_max": max(tgaps),
-        "plan_ms_mean": {k: sum(v) / len(v) for k, v in ms.items()},
-        "plan_ms_max": {k: max(v) for k, v in ms.items()},
-        "disjoint_timeout_batches": sim["summary"]["planners"]["disjoint"].get("solver_timeout_plans", 0),
-        "disjoint_greedy_fallback_batches": sim["summary"]["planners"]["disjoint"].get("greedy_fallback_plans", 0),
+        "plan_ms_mean": {k: sum(v) / len(v) if v else None for k, v in ms.items()},
+        "plan_ms_max": {k: max(v) if v else None for k, v in ms.items()},
+        "disjoint_timeout_batches": sim["summary"]["planners"].get("disjoint", {}).get("solver_timeout_plans", 0),
+        "disjoint_greedy_fallback_batches": sim["summary"]["planners"].get("disjoint", {}).get("greedy_fallback_plans", 0),
     })
 rows.sort(key=lambda r: (order.get(r["workload"], 9), r["ranks"], r["tokens_per_rank"]))
 
 def geo(key):
-    return math.exp(sum(math.log(r[key]) for r in rows) / len(rows))
+    """Geometric mean over the rows that have the column (None if none)."""
+    vals = [r[key] for r in rows if r[key] is not None]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def fmt(v, spec, suffix=""):
+    return "-" if v is None else format(v, spec) + suffix
+
+
+def low(key):
+    vals = [r[key] for r in rows if r[key] is not None]
+    return min(vals) if vals else None
 
 summary = {
     "geomean_nested_vs_static": geo("nested_vs_static"),
     "geomean_nested_vs_disjoint": geo("nested_vs_disjoint"),
     "geomean_nested_vs_megatron": geo("nested_vs_megatron"),
-    "min_nested_vs_megatron": min(r["nested_vs_megatron"] for r in rows),
-    "min_nested_vs_megatron_batch": min(r["nested_vs_megatron_batch_min"] for r in rows),
-    "min_nested_vs_static": min(r["nested_vs_static"] for r in rows),
-    "min_nested_vs_disjoint": min(r["nested_vs_disjoint"] for r in rows),
+    "min_nested_vs_megatron": low("nested_vs_megatron"),
+    "min_nested_vs_megatron_batch": low("nested_vs_megatron_batch_min"),
+    "min_nested_vs_static": low("nested_vs_static"),
+    "min_nested_vs_disjoint": low("nested_vs_disjoint"),
+    "disjoint_rows": sum(r["nested_vs_disjoint"] is not None for r in rows),
     "max_nested_over_lb": max(r["nested_over_lb_max"] for r in rows),
     "max_nested_over_tight_lb": max(r["nested_over_tight_lb_max"] for r in rows),
 }
@@ -263,23 +279,25 @@ print("| workload | ranks | tokens/rank | static (s) | megatron (s) | disjoint (
       "| nested / LB* (mean, worst) | rounds: megatron, nested | plan ms: nested, megatron, disjoint |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for r in rows:
-    print(f"| {r['workload']} | {r['ranks']} | {r['tokens_per_rank']} | {r['static_s']:.3f} "
-          f"| {r['megatron_s']:.3f} | {r['disjoint_s']:.3f} | {r['nested_s']:.3f} "
-          f"| {r['nested_vs_static']:.3f}x | {r['nested_vs_megatron']:.3f}x "
-          f"| {r['nested_vs_disjoint']:.3f}x | {r['nested_over_lb_mean']:.3f}, {r['nested_over_lb_max']:.3f} "
+    print(f"| {r['workload']} | {r['ranks']} | {r['tokens_per_rank']} | {fmt(r['static_s'], '.3f')} "
+          f"| {fmt(r['megatron_s'], '.3f')} | {fmt(r['disjoint_s'], '.3f')} | {r['nested_s']:.3f} "
+          f"| {fmt(r['nested_vs_static'], '.3f', 'x')} | {fmt(r['nested_vs_megatron'], '.3f', 'x')} "
+          f"| {fmt(r['nested_vs_disjoint'], '.3f', 'x')} | {r['nested_over_lb_mean']:.3f}, {r['nested_over_lb_max']:.3f} "
           f"| {r['nested_over_tight_lb_mean']:.3f}, {r['nested_over_tight_lb_max']:.3f} "
-          f"| {r['rounds_mean']['megatron']:.1f}, {r['rounds_mean']['nested']:.1f} "
-          f"| {r['plan_ms_mean']['nested']:.2f}, {r['plan_ms_mean']['megatron']:.1f}, "
-          f"{r['plan_ms_mean']['disjoint']:.0f} |")
-print(f"| **geometric mean** | | | | | | | **{summary['geomean_nested_vs_static']:.3f}x** "
-      f"| **{summary['geomean_nested_vs_megatron']:.3f}x** "
-      f"| **{summary['geomean_nested_vs_disjoint']:.3f}x** | worst {summary['max_nested_over_lb']:.3f} "
+          f"| {fmt(r['rounds_mean']['megatron'], '.1f')}, {r['rounds_mean']['nested']:.1f} "
+          f"| {r['plan_ms_mean']['nested']:.2f}, {fmt(r['plan_ms_mean']['megatron'], '.1f')}, "
+          f"{fmt(r['plan_ms_mean']['disjoint'], '.0f')} |")
+print(f"| **geometric mean** | | | | | | | **{fmt(summary['geomean_nested_vs_static'], '.3f', 'x')}** "
+      f"| **{fmt(summary['geomean_nested_vs_megatron'], '.3f', 'x')}** "
+      f"| **{fmt(summary['geomean_nested_vs_disjoint'], '.3f', 'x')}** "
+      f"| worst {summary['max_nested_over_lb']:.3f} "
       f"| worst {summary['max_nested_over_tight_lb']:.3f} | | |")
 print()
 print(f"Step times are seconds per training step (mean of {batches} batches, seed {seed}), "
       f"predicted by cost model v1 (DESIGN 5.1) with a fixed cost of {rows[0]['round_s']:.4f} s "
       "per round (64 ranks; docs/cost-model.md); nested vs megatron is worst "
-      f"{summary['min_nested_vs_megatron_batch']:.3f}x on a single batch; LB is the lower bound of DESIGN 5.2, LB* the "
+      f"{fmt(summary['min_nested_vs_megatron_batch'], '.3f', 'x')} on a single batch; a row "
+      "without a planner's run shows -; LB is the lower bound of DESIGN 5.2, LB* the "
       "tighter bound of docs/planners.md (unavoidable exchange, memory-forced recomputation or "
       "splitting, and the memory of the round that holds the longest sequence); plan ms is the "
       "mean wall time of one nsp_plan_create on one core.")
