@@ -132,6 +132,11 @@ typedef struct nsp_cluster {
     double lat_intra;       /**< a_intra: seconds per collective */
     double lat_inter;       /**< a_inter: seconds per collective */
     double overlap;         /**< eta: overlap efficiency of pipelined levels, [0,1] */
+    double round_fixed_s;   /**< seconds every round (micro-batch) adds to a step, whatever
+                                 it holds; < 0 (presets: NSP_ROUND_FIXED_DERIVED) = derived
+                                 from model and cluster: (1 - eta) x the per-micro-batch
+                                 weight traffic of ZeRO-3/FSDP + kernel launches
+                                 (docs/cost-model.md section 8) */
 } nsp_cluster_t;
 
 /** The most ranks a cluster may have (nsp_cluster_preset, nsp_cluster_load,
@@ -140,6 +145,8 @@ typedef struct nsp_cluster {
  *  NSP_ERR_INVALID_ARG with a message, before anything is allocated. */
 #define NSP_MAX_RANKS      (1 << 20)
 #define NSP_MAX_BATCH_SEQS (1 << 24)
+/** nsp_cluster_t.round_fixed_s: derive the per-round cost (the default). */
+#define NSP_ROUND_FIXED_DERIVED (-1.0)
 
 /**
  * Fill *model from a built-in preset ("qwen3-30b-a3b", "qwen3-235b-a22b",
@@ -215,11 +222,13 @@ typedef struct nsp_plan_round {
 
 /** What the cost model predicts for a plan (DESIGN §5.1). */
 typedef struct nsp_plan_prediction {
-    double  step_s;          /**< sum over rounds of L * max over ranks */
+    double  step_s;          /**< sum over rounds of (L * max over ranks + round_s) */
     double  lower_bound_s;   /**< DESIGN §5.2 lower bound of the batch */
     double  plan_ms;         /**< wall time the planner took, milliseconds */
     double *rank_s;          /**< [ranks]: L * sum over rounds of the rank's time */
     double *rank_mem_bytes;  /**< [ranks]: max over rounds of the rank's memory */
+    double  round_s;         /**< the fixed cost of one round, seconds (cluster
+                                  round_fixed_s, resolved); step_s includes nrounds x it */
 } nsp_plan_prediction_t;
 
 /** Flags of a plan. */
@@ -251,7 +260,9 @@ typedef struct nsp_plan {
 typedef enum {
     NSP_PLANNER_STATIC   = 0,
     NSP_PLANNER_DISJOINT = 1,
-    NSP_PLANNER_NESTED   = 2
+    NSP_PLANNER_NESTED   = 2,
+    NSP_PLANNER_MEGATRON = 3   /**< Megatron-Core's dynamic (hybrid) context parallelism
+                                    policy as a baseline (docs/planners.md) */
 } nsp_planner_kind_t;
 
 /** Which optional fields of nsp_planner_params_t are set (UCX-style mask). */
@@ -261,14 +272,15 @@ enum {
     NSP_PLANNER_FIELD_TIME_LIMIT       = 1u << 2,
     NSP_PLANNER_FIELD_LEVEL_DEGREES    = 1u << 3,
     NSP_PLANNER_FIELD_MAX_ROUNDS       = 1u << 4,
-    NSP_PLANNER_FIELD_ENABLE_RING      = 1u << 5
+    NSP_PLANNER_FIELD_ENABLE_RING      = 1u << 5,
+    NSP_PLANNER_FIELD_MAX_SEQLEN       = 1u << 6
 };
 
 typedef struct nsp_planner_params {
     uint64_t           field_mask;       /**< NSP_PLANNER_FIELD_* that are set */
     nsp_planner_kind_t kind;             /**< always read */
     int                static_degree;    /**< static: fixed degree (default: search all) */
-    int                static_recompute; /**< static: 0 or 1 (default: search both) */
+    int                static_recompute; /**< static, megatron: 0 or 1 (default: search both) */
     double             time_limit_s;     /**< disjoint: MILP time limit per round (default 1 s) */
     int                nlevels;          /**< nested: tree levels ... */
     const int         *level_degrees;    /**< ... their degrees, ascending, borrowed
@@ -278,6 +290,11 @@ typedef struct nsp_planner_params {
                                               r > 1), so degrees go above the head count up
                                               to the ranks (default 0: Ulysses only; see
                                               docs/cost-model.md) */
+    int64_t            max_seqlen_per_rank; /**< megatron: tokens per rank that size a
+                                              sequence's group (2^ceil(log2(len / it))
+                                              ranks); default: searched over the values
+                                              the batch and memory allow. Recompute:
+                                              static_recompute (default: both tried) */
 } nsp_planner_params_t;
 
 /**

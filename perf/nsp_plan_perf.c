@@ -2,12 +2,14 @@
  * perf/nsp_plan_perf: time planning alone. One batch is drawn from a length
  * file (DESIGN §5.3) and planned `repeats` times by each chosen planner; the
  * table gives min / median / max wall milliseconds per plan (one core, the
- * calling thread), with the plan's predicted step and gap to the lower bound.
+ * calling thread) and the same for the thread's CPU time (what the planner
+ * itself used: on a loaded machine wall time also counts waiting for a
+ * core), with the plan's predicted step and gap to the lower bound.
  *
  *   perf/nsp_plan_perf [--ranks N] [--seqs M | --tokens T] [--workload FILE]
  *                      [--model NAME] [--cluster NAME] [--max-len S] [--seed K]
- *                      [--repeats R] [--planners static,disjoint,nested]
- *                      [--time-limit S] [--json FILE]
+ *                      [--repeats R] [--planners static,disjoint,nested,megatron]
+ *                      [--time-limit S] [--ring] [--round-fixed S] [--json FILE]
  *
  * Defaults: 64 ranks, 32768 tokens per rank, the shipped Wikipedia lengths,
  * qwen3-30b-a3b on h100, max length 393216, 10 repeats, all three planners.
@@ -28,7 +30,7 @@
 #define NSP_ABS_TOP_SRCDIR "."
 #endif
 
-#define PERF_MAX_PLANNERS 3
+#define PERF_MAX_PLANNERS 4
 
 typedef struct perf_config {
     int         ranks;
@@ -43,18 +45,22 @@ typedef struct perf_config {
     int         planners[PERF_MAX_PLANNERS];
     int         nplanners;
     double      time_limit_s;
+    int         ring;        /* params.enable_ring */
+    double      round_fixed; /* cluster.round_fixed_s (default: derived) */
     const char *json;
 } perf_config_t;
 
 typedef struct perf_result {
     int      kind;
     double   min_ms, median_ms, max_ms;
+    double   cpu_min_ms, cpu_median_ms, cpu_max_ms;   /* thread CPU time */
     double   step_s, lower_bound_s;
     int      rounds;
     unsigned flags;
 } perf_result_t;
 
-static const char *const kind_names[PERF_MAX_PLANNERS] = {"static", "disjoint", "nested"};
+static const char *const kind_names[PERF_MAX_PLANNERS] = {"static", "disjoint", "nested",
+                                                           "megatron"};
 
 static double wall_s(void)
 {
@@ -64,13 +70,21 @@ static double wall_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static double cpu_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: nsp_plan_perf [--ranks N] [--seqs M | --tokens T] [--workload FILE]\n"
             "                     [--model NAME] [--cluster NAME] [--max-len S] [--seed K]\n"
-            "                     [--repeats R] [--planners static,disjoint,nested]\n"
-            "                     [--time-limit S] [--json FILE]\n"
+            "                     [--repeats R] [--planners static,disjoint,nested,megatron]\n"
+            "                     [--time-limit S] [--ring] [--round-fixed S] [--json FILE]\n"
             "Times planning alone (min/median/max over repeats) for each planner.\n");
 }
 
@@ -123,6 +137,10 @@ static int parse_value(int c, const char *arg, perf_config_t *cfg)
                             &cfg->time_limit_s);
         break;
     case 'J': cfg->json = arg; st = nsp_opt_out_path(PLAN_PROG, "--json", arg); break;
+    case 'R': cfg->ring = 1; break;
+    case 'F': /* seconds per round; -1 (NSP_ROUND_FIXED_DERIVED): derived */
+        st = nsp_opt_double(PLAN_PROG, "--round-fixed", arg, -1.0, 3600, 0, &cfg->round_fixed);
+        break;
     default: usage(stderr); return -1;
     }
     return st == NSP_OK ? 0 : -1;
@@ -137,6 +155,7 @@ static int parse_args(int argc, char **argv, perf_config_t *cfg)
         {"max-len", required_argument, NULL, 'L'}, {"seed", required_argument, NULL, 's'},
         {"repeats", required_argument, NULL, 'r'}, {"planners", required_argument, NULL, 'p'},
         {"time-limit", required_argument, NULL, 'T'}, {"json", required_argument, NULL, 'J'},
+        {"ring", no_argument, NULL, 'R'},          {"round-fixed", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     const char *data = getenv("NSPCOMM_DATA_DIR");
     int         c;
@@ -148,6 +167,7 @@ static int parse_args(int argc, char **argv, perf_config_t *cfg)
     cfg->max_len = 393216;
     cfg->seed    = 1;
     cfg->repeats = 10;
+    cfg->round_fixed = NSP_ROUND_FIXED_DERIVED;
     snprintf(cfg->workload, sizeof(cfg->workload), "%s/workloads/wikipedia-flexsp.txt",
              (data != NULL && data[0] != '\0') ? data : NSP_ABS_TOP_SRCDIR "/data");
     parse_planners("static,disjoint,nested", cfg);
@@ -205,7 +225,8 @@ static int time_planner(const perf_config_t *cfg, const nsp_model_t *model,
                         const nsp_cluster_t *cluster, const int64_t *lens, int nseqs, int kind,
                         perf_result_t *res)
 {
-    double              *ms = malloc(sizeof(double) * (size_t)cfg->repeats);
+    double              *ms = malloc(sizeof(double) * 2 * (size_t)cfg->repeats);
+    double              *cpu = ms + cfg->repeats;
     nsp_planner_params_t params;
 
     if (ms == NULL) {
@@ -217,11 +238,16 @@ static int time_planner(const perf_config_t *cfg, const nsp_model_t *model,
         params.field_mask |= NSP_PLANNER_FIELD_TIME_LIMIT;
         params.time_limit_s = cfg->time_limit_s;
     }
+    if (cfg->ring) {
+        params.field_mask |= NSP_PLANNER_FIELD_ENABLE_RING;
+        params.enable_ring = 1;
+    }
     res->kind = kind;
     for (int r = 0; r < cfg->repeats; ++r) {
         nsp_plan_t  *plan = NULL;
-        const double t0 = wall_s();
+        const double t0 = wall_s(), c0 = cpu_s();
         nsp_status_t st = nsp_plan_create(model, cluster, lens, nseqs, &params, &plan);
+        cpu[r] = (cpu_s() - c0) * 1e3;
         ms[r] = (wall_s() - t0) * 1e3;
         if (st < 0) {
             fprintf(stderr, "nsp_plan_perf: %s planner failed: %s\n", kind_names[kind],
@@ -236,10 +262,15 @@ static int time_planner(const perf_config_t *cfg, const nsp_model_t *model,
         nsp_plan_free(plan);
     }
     qsort(ms, (size_t)cfg->repeats, sizeof(double), cmp_double);
-    res->min_ms    = ms[0];
-    res->max_ms    = ms[cfg->repeats - 1];
-    res->median_ms = (cfg->repeats % 2) ? ms[cfg->repeats / 2] :
-                     0.5 * (ms[cfg->repeats / 2 - 1] + ms[cfg->repeats / 2]);
+    qsort(cpu, (size_t)cfg->repeats, sizeof(double), cmp_double);
+    res->min_ms        = ms[0];
+    res->max_ms        = ms[cfg->repeats - 1];
+    res->median_ms     = (cfg->repeats % 2) ? ms[cfg->repeats / 2] :
+                         0.5 * (ms[cfg->repeats / 2 - 1] + ms[cfg->repeats / 2]);
+    res->cpu_min_ms    = cpu[0];
+    res->cpu_max_ms    = cpu[cfg->repeats - 1];
+    res->cpu_median_ms = (cfg->repeats % 2) ? cpu[cfg->repeats / 2] :
+                         0.5 * (cpu[cfg->repeats / 2 - 1] + cpu[cfg->repeats / 2]);
     free(ms);
     return 0;
 }
@@ -248,22 +279,23 @@ static void print_table(const perf_config_t *cfg, int nseqs, int64_t tokens,
                         const perf_result_t *res, int nres)
 {
     printf("# nsp_plan_perf: %s on %d x %s, %lld tokens in %d sequences (%s), max length "
-           "%lld, seed %llu, %d repeats\n", cfg->model, cfg->ranks, cfg->cluster,
+           "%lld, seed %llu, %d repeats%s\n", cfg->model, cfg->ranks, cfg->cluster,
            (long long)tokens, nseqs, cfg->workload, (long long)cfg->max_len,
-           (unsigned long long)cfg->seed, cfg->repeats);
-    printf("#\n# %-9s %7s %8s %10s %10s %10s %10s %10s %8s %7s %s\n", "planner", "ranks", "seqs",
-           "tokens", "min_ms", "median_ms", "max_ms", "step_s", "step/LB", "rounds", "flags");
+           (unsigned long long)cfg->seed, cfg->repeats, cfg->ring ? ", rings allowed" : "");
+    printf("#\n# %-9s %7s %8s %10s %10s %10s %10s %8s %8s %8s %10s %8s %7s %s\n", "planner",
+           "ranks", "seqs", "tokens", "min_ms", "median_ms", "max_ms", "cpu_min", "cpu_med",
+           "cpu_max", "step_s", "step/LB", "rounds", "flags");
     for (int k = 0; k < nres; ++k) {
         const perf_result_t *r = &res[k];
-        printf("  %-9s %7d %8d %10lld %10.3f %10.3f %10.3f %10.4f %8.3f %7d %s%s\n",
-               kind_names[r->kind], cfg->ranks, nseqs, (long long)tokens, r->min_ms,
-               r->median_ms, r->max_ms, r->step_s,
+        printf("  %-9s %7d %8d %10lld %10.3f %10.3f %10.3f %8.3f %8.3f %8.3f %10.4f %8.3f %7d "
+               "%s%s\n", kind_names[r->kind], cfg->ranks, nseqs, (long long)tokens, r->min_ms,
+               r->median_ms, r->max_ms, r->cpu_min_ms, r->cpu_median_ms, r->cpu_max_ms, r->step_s,
                r->lower_bound_s > 0 ? r->step_s / r->lower_bound_s : 0.0, r->rounds,
                (r->flags & NSP_PLAN_FLAG_GREEDY_FALLBACK) ? "greedy-fallback " : "",
                (r->flags & NSP_PLAN_FLAG_SOLVER_TIMEOUT) ? "solver-timeout" : "");
     }
-    printf("# planning time: wall clock of nsp_plan_create on one core, min/median/max over "
-           "%d repeats\n", cfg->repeats);
+    printf("# planning time: wall clock (min/median/max_ms) and thread CPU time (cpu_*, ms) of "
+           "nsp_plan_create on one thread, over %d repeats\n", cfg->repeats);
 }
 
 static int write_json(const perf_config_t *cfg, int nseqs, int64_t tokens,
@@ -277,15 +309,18 @@ static int write_json(const perf_config_t *cfg, int nseqs, int64_t tokens,
     }
     fprintf(f, "{\"format\": \"nspcomm-plan-perf-v1\", \"config\": {\"model\": \"%s\", "
             "\"cluster\": \"%s\", \"ranks\": %d, \"seqs\": %d, \"tokens\": %lld, "
-            "\"max_len\": %lld, \"seed\": %llu, \"repeats\": %d}, \"results\": [",
-            cfg->model, cfg->cluster, cfg->ranks, nseqs, (long long)tokens,
-            (long long)cfg->max_len, (unsigned long long)cfg->seed, cfg->repeats);
+            "\"max_len\": %lld, \"seed\": %llu, \"repeats\": %d, \"enable_ring\": %s}, "
+            "\"results\": [", cfg->model, cfg->cluster, cfg->ranks, nseqs, (long long)tokens,
+            (long long)cfg->max_len, (unsigned long long)cfg->seed, cfg->repeats,
+            cfg->ring ? "true" : "false");
     for (int k = 0; k < nres; ++k) {
         const perf_result_t *r = &res[k];
         fprintf(f, "%s{\"planner\": \"%s\", \"min_ms\": %.6f, \"median_ms\": %.6f, "
-                "\"max_ms\": %.6f, \"step_s\": %.9g, \"lower_bound_s\": %.9g, \"rounds\": %d, "
-                "\"flags\": %u}", k ? ", " : "", kind_names[r->kind], r->min_ms, r->median_ms,
-                r->max_ms, r->step_s, r->lower_bound_s, r->rounds, r->flags);
+                "\"max_ms\": %.6f, \"cpu_min_ms\": %.6f, \"cpu_median_ms\": %.6f, "
+                "\"cpu_max_ms\": %.6f, \"step_s\": %.9g, \"lower_bound_s\": %.9g, "
+                "\"rounds\": %d, \"flags\": %u}", k ? ", " : "", kind_names[r->kind], r->min_ms,
+                r->median_ms, r->max_ms, r->cpu_min_ms, r->cpu_median_ms, r->cpu_max_ms,
+                r->step_s, r->lower_bound_s, r->rounds, r->flags);
     }
     fprintf(f, "]}\n");
     return fclose(f) == 0 ? 0 : -1;
@@ -333,6 +368,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "nsp_plan_perf: %s\n", nsp_last_error());
         goto out;
     }
+    cluster.round_fixed_s = cfg.round_fixed;
     for (int i = 0; i < nseqs; ++i) {
         tokens += lens[i];
     }

@@ -7,7 +7,7 @@
  *
  *   perf/nsp_sim --workload FILE --model NAME --cluster NAME --ranks N \
  *                --tokens-per-rank T --max-len S --batches B --seed K \
- *                --planners static,disjoint,nested [--ring] [--json FILE] [--svg FILE]
+ *                --planners static,disjoint,nested,megatron [--ring] [--round-fixed S] [--json FILE] [--svg FILE]
  *
  * --ring plans with params.enable_ring (Ulysses x ring groups above the head
  * count, docs/cost-model.md) for every planner; the lower bound is then the
@@ -37,10 +37,11 @@
 #define NSP_ABS_TOP_SRCDIR "."
 #endif
 
-#define SIM_MAX_PLANNERS 3
+#define SIM_MAX_PLANNERS 4
 #define SIM_DEFAULT_WORKLOAD "wikipedia-flexsp.txt"
 
-static const char *const planner_names[SIM_MAX_PLANNERS] = {"static", "disjoint", "nested"};
+static const char *const planner_names[SIM_MAX_PLANNERS] = {"static", "disjoint", "nested",
+                                                             "megatron"};
 
 typedef struct sim_config {
     char        workload[4096];   /* resolved path */
@@ -61,6 +62,8 @@ typedef struct sim_config {
     const char *svg_path;
     int         svg_batch;
     int         ring;             /* params.enable_ring for every planner */
+    int         round_set;        /* --round-fixed given: cluster.round_fixed_s = round_fixed */
+    double      round_fixed;
     int         quiet;
 } sim_config_t;
 
@@ -123,7 +126,9 @@ static void usage(FILE *f)
         "  --max-len S            longest sequence; longer documents are cut (default 393216)\n"
         "  --batches B            batches (default 10)\n"
         "  --seed K               sampler seed (default 1)\n"
-        "  --planners LIST        comma-separated: static,disjoint,nested (default all)\n"
+        "  --planners LIST        comma-separated: static,disjoint,nested,megatron (default all)\n"
+        "  --round-fixed S        seconds each round adds to a step (cluster round_fixed_s;\n"
+        "                         default: derived, docs/cost-model.md; -1 = derived)\n"
         "  --time-limit S         disjoint planner: MILP time limit per round (default 1 s)\n"
         "  --ring                 allow Ulysses x ring groups above the head count\n"
         "                         (params.enable_ring; docs/cost-model.md)\n"
@@ -141,7 +146,7 @@ static void usage(FILE *f)
 
 enum { O_WORKLOAD = 256, O_MODEL, O_MODEL_FILE, O_CLUSTER, O_CLUSTER_FILE, O_RANKS, O_TOKENS,
        O_MAX_LEN, O_BATCHES, O_SEED, O_PLANNERS, O_TIME_LIMIT, O_JSON, O_SVG, O_SVG_BATCH, O_RING,
-       O_QUIET, O_HELP };
+       O_QUIET, O_HELP, O_ROUND };
 
 /* --planners: a comma list of planner_names (checked: tools/nsp_opt.h). */
 static int parse_planners(const char *text, sim_config_t *cfg)
@@ -196,6 +201,10 @@ static int parse_value(int opt, const char *arg, sim_config_t *cfg)
         st = nsp_opt_double(SIM_PROG, "--time-limit", arg, 0, 86400, NSP_OPT_LO_OPEN,
                             &cfg->time_limit_s);
         break;
+    case O_ROUND: /* seconds per round; -1 (NSP_ROUND_FIXED_DERIVED): derived */
+        st = nsp_opt_double(SIM_PROG, "--round-fixed", arg, -1.0, 3600, 0, &cfg->round_fixed);
+        cfg->round_set = st == NSP_OK;
+        break;
     case O_JSON: cfg->json_path = arg; st = nsp_opt_out_path(SIM_PROG, "--json", arg); break;
     case O_SVG: cfg->svg_path = arg; st = nsp_opt_out_path(SIM_PROG, "--svg", arg); break;
     case O_SVG_BATCH:
@@ -226,6 +235,7 @@ static int parse_args(int argc, char **argv, sim_config_t *cfg)
         {"svg", required_argument, NULL, O_SVG},
         {"svg-batch", required_argument, NULL, O_SVG_BATCH},
         {"ring", no_argument, NULL, O_RING},
+        {"round-fixed", required_argument, NULL, O_ROUND},
         {"quiet", no_argument, NULL, O_QUIET},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
@@ -241,7 +251,7 @@ static int parse_args(int argc, char **argv, sim_config_t *cfg)
     cfg->max_len = 393216;
     cfg->batches = 10;
     cfg->seed = 1;
-    parse_planners("static,disjoint,nested", cfg);
+    parse_planners("static,disjoint,nested,megatron", cfg);
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
         case O_RING: cfg->ring = 1; break;
@@ -284,6 +294,9 @@ static nsp_status_t load_inputs(const sim_config_t *cfg, nsp_model_t *model,
         NSP_CHECK(nsp_cluster_preset(cfg->cluster_name, cfg->ranks > 0 ? cfg->ranks : 64,
                                      cluster));
     }
+    if (cfg->round_set) {
+        cluster->round_fixed_s = cfg->round_fixed;
+    }
     if (!file_exists(cfg->workload) && strchr(cfg->workload_arg, '/') == NULL) {
         return nsp_error(NSP_ERR_IO, "workload '%s' not found: looked for ./%s and %s/workloads/"
                          "%s[.txt]; give a path with --workload or set NSPCOMM_DATA_DIR to "
@@ -314,9 +327,10 @@ static void print_header(const sim_config_t *cfg, const nsp_model_t *m, const ns
            "%.3g params\n", m->name, m->layers, m->hidden, m->q_heads, m->kv_heads, m->head_dim,
            m->ffn, m->experts, m->topk, m->params);
     printf("# cluster  : %s: %d ranks, %d per node, %.0f GiB, gemm %.3g attn %.3g FLOP/s, "
-           "a2a %.3g/%.3g B/s, lat %.3g/%.3g s, overlap %.2f\n", c->name, c->ranks,
+           "a2a %.3g/%.3g B/s, lat %.3g/%.3g s, overlap %.2f, round %s\n", c->name, c->ranks,
            c->ranks_per_node, c->mem_bytes / 1073741824.0, c->gemm_flops, c->attn_flops,
-           c->bw_intra, c->bw_inter, c->lat_intra, c->lat_inter, c->overlap);
+           c->bw_intra, c->bw_inter, c->lat_intra, c->lat_inter, c->overlap,
+           c->round_fixed_s < 0 ? "derived" : "fixed");
     printf("# batches  : %d x %lld tokens (%lld per rank), max length %lld, seed %llu\n",
            cfg->batches, (long long)(cfg->tokens_per_rank * c->ranks),
            (long long)cfg->tokens_per_rank, (long long)cfg->max_len,

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Regenerate the planner results table of the README (issue 2) with
 # perf/nsp_sim: the three shipped workloads, qwen3-30b-a3b on h100, 64 and 128
-# ranks, 32768 and 65536 tokens per rank, max length 393216, 10 batches each.
+# ranks, 32768 and 65536 tokens per rank, max length 393216, 10 batches each,
+# planners static, megatron, disjoint and nested.
 #
 #   scripts/planner-results.sh [--build DIR] [--json FILE] [--batches B]
-#                              [--seed K] [--time-limit S] [--keep DIR]
-#                              [--from DIR]
+#                              [--seed K] [--time-limit S] [--round-fixed S]
+#                              [--keep DIR] [--from DIR]
+#
+# --round-fixed S sets every round's fixed cost (cluster round_fixed_s;
+# default: derived, docs/cost-model.md; 0 gives the model without it).
 #
 # Prints a markdown table on stdout (one row per configuration and a
 # geometric-mean row), writes the same numbers as JSON (default
@@ -26,10 +30,12 @@ script=planner-results.sh
 . "$(dirname "$0")/results-lib.sh"
 json_out="planner-results.json"
 time_limit=""
+round_fixed=""
 
 while [ $# -gt 0 ]; do
     case "$1" in
     --time-limit) time_limit="$2"; shift 2 ;;
+    --round-fixed) round_fixed="$2"; shift 2 ;;
     *) results_option "$@"; shift 2 ;;
     esac
 done
@@ -48,8 +54,8 @@ for w in $workloads; do
             echo "[$n/12] $w, $ranks ranks, $tpr tokens per rank, $batches batches" >&2
             "$sim" --workload "$top/data/workloads/$w.txt" --model qwen3-30b-a3b --cluster h100 \
                 --ranks "$ranks" --tokens-per-rank "$tpr" --max-len 393216 \
-                --batches "$batches" --seed "$seed" --planners static,disjoint,nested \
-                ${time_limit:+--time-limit "$time_limit"} --json "$out" --quiet >/dev/null
+                --batches "$batches" --seed "$seed" --planners static,disjoint,nested,megatron \
+                ${time_limit:+--time-limit "$time_limit"} ${round_fixed:+--round-fixed "$round_fixed"} --json "$out" --quiet >/dev/null
             [ -n "$keep" ] && cp "$out" "$keep/"
         done
     done
@@ -60,6 +66,22 @@ import glob, json, math, os, sys
 
 work, json_out, batches, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 order = {"wikipedia-flexsp": 0, "prolong-distca": 1, "wlbllm-distca": 2}
+
+
+def round_cost(m, c):
+    """The fixed cost of one round, seconds (docs/cost-model.md section 8),
+    re-derived here: cluster round_fixed_s, or when negative (1 - eta) x the
+    dense weights' all-gather x 2 + gradient reduce-scatter at B(N), plus L x
+    100 launches x 4 us."""
+    if c.get("round_fixed_s", -1.0) >= 0:
+        return c["round_fixed_s"]
+    n = c["ranks"]
+    dense = m["params"]
+    if m["experts"] > 0 and m["topk"] > 0:
+        dense -= m["layers"] * m["experts"] * 3.0 * m["hidden"] * (m["ffn"] / m["topk"])
+    bw = c["bw_intra"] if n <= c["ranks_per_node"] else c["bw_inter"]
+    return ((1.0 - c["overlap"]) * 3.0 * (n - 1.0) / n * 2.0 * max(dense, 0.0) / bw
+            + m["layers"] * 4e-4)
 
 
 def model_terms(m, c):
@@ -103,9 +125,10 @@ def seq_items(m, c, lens):
 
 def bound_prime(m, c, items):
     """LB': each sequence costs at least its least area; the step is at least
-    (sum of areas) / N and the longest per-rank time (seconds per step)."""
+    (sum of areas) / N and the longest per-rank time (seconds per step), plus
+    the fixed cost of the one round every plan has."""
     return m["layers"] * max(sum(it["w"] for it in items) / c["ranks"],
-                             max(it["t"] for it in items))
+                             max(it["t"] for it in items)) + round_cost(m, c)
 
 
 def bound_round(m, c, t, items):
@@ -165,7 +188,7 @@ def bound_round(m, c, t, items):
     for _ in range(40):
         x, y = b - phi * (b - a), a + phi * (b - a)
         a, b = (a, y) if f(x) <= f(y) else (x, b)
-    return m["layers"] * min(a + (Wo - upper(n * b - st["w"])) / n, hi)
+    return m["layers"] * min(a + (Wo - upper(n * b - st["w"])) / n, hi) + round_cost(m, c)
 
 
 rows = []
@@ -173,7 +196,8 @@ for path in glob.glob(os.path.join(work, "*.json")):
     sim = json.load(open(path))
     cfg = sim["config"]
     name = os.path.basename(cfg["workload"]).rsplit(".", 1)[0]
-    steps = {k: [] for k in ("static", "disjoint", "nested")}
+    steps = {k: [] for k in ("static", "megatron", "disjoint", "nested")}
+    rounds = {k: [] for k in steps}
     ms = {k: [] for k in steps}
     gaps, bounds, tgaps = [], [], []
     for b in sim["batches"]:
@@ -187,36 +211,61 @@ for path in glob.glob(os.path.join(work, "*.json")):
             tight = max(tight, bound_round(nested["model"], nested["cluster"], terms, items))
         tgaps.append(step / tight)
         for k in steps:
+            if k not in b["plans"]:
+                continue   # a run without this planner (--planners): its columns show -
             p = b["plans"][k]
             steps[k].append(p["predicted"]["step_s"])
+            rounds[k].append(len(p["rounds"]))
             ms[k].append(p["predicted"]["plan_ms"])
         gaps.append(b["plans"]["nested"]["predicted"]["step_s"] / lb)
-    mean = {k: sum(v) / len(v) for k, v in steps.items()}
+    mean = {k: sum(v) / len(v) if v else None for k, v in steps.items()}
+    ratio = lambda k: mean[k] / mean["nested"] if mean[k] is not None else None
     rows.append({
         "workload": name, "ranks": cfg["ranks"], "tokens_per_rank": cfg["tokens_per_rank"],
         "batches": len(sim["batches"]),
         "lower_bound_s": sum(bounds) / len(bounds),
-        "static_s": mean["static"], "disjoint_s": mean["disjoint"], "nested_s": mean["nested"],
-        "nested_vs_static": mean["static"] / mean["nested"],
-        "nested_vs_disjoint": mean["disjoint"] / mean["nested"],
+        "static_s": mean["static"], "megatron_s": mean["megatron"],
+        "disjoint_s": mean["disjoint"], "nested_s": mean["nested"],
+        "round_s": b["plans"]["nested"]["predicted"].get("round_s", 0.0),
+        "rounds_mean": {k: sum(v) / len(v) if v else None for k, v in rounds.items()},
+        "nested_vs_static": ratio("static"),
+        "nested_vs_megatron": ratio("megatron"),
+        "nested_vs_megatron_batch_min": min((x / y for x, y in zip(steps["megatron"], steps["nested"])),
+                                            default=None),
+        "nested_vs_disjoint": ratio("disjoint"),
         "nested_over_lb_mean": sum(gaps) / len(gaps), "nested_over_lb_max": max(gaps),
         "nested_over_tight_lb_mean": sum(tgaps) / len(tgaps),
         "nested_over_tight_lb_max": max(tgaps),
-        "plan_ms_mean": {k: sum(v) / len(v) for k, v in ms.items()},
-        "plan_ms_max": {k: max(v) for k, v in ms.items()},
-        "disjoint_timeout_batches": sim["summary"]["planners"]["disjoint"].get("solver_timeout_plans", 0),
-        "disjoint_greedy_fallback_batches": sim["summary"]["planners"]["disjoint"].get("greedy_fallback_plans", 0),
+        "plan_ms_mean": {k: sum(v) / len(v) if v else None for k, v in ms.items()},
+        "plan_ms_max": {k: max(v) if v else None for k, v in ms.items()},
+        "disjoint_timeout_batches": sim["summary"]["planners"].get("disjoint", {}).get("solver_timeout_plans", 0),
+        "disjoint_greedy_fallback_batches": sim["summary"]["planners"].get("disjoint", {}).get("greedy_fallback_plans", 0),
     })
 rows.sort(key=lambda r: (order.get(r["workload"], 9), r["ranks"], r["tokens_per_rank"]))
 
 def geo(key):
-    return math.exp(sum(math.log(r[key]) for r in rows) / len(rows))
+    """Geometric mean over the rows that have the column (None if none)."""
+    vals = [r[key] for r in rows if r[key] is not None]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def fmt(v, spec, suffix=""):
+    return "-" if v is None else format(v, spec) + suffix
+
+
+def low(key):
+    vals = [r[key] for r in rows if r[key] is not None]
+    return min(vals) if vals else None
 
 summary = {
     "geomean_nested_vs_static": geo("nested_vs_static"),
     "geomean_nested_vs_disjoint": geo("nested_vs_disjoint"),
-    "min_nested_vs_static": min(r["nested_vs_static"] for r in rows),
-    "min_nested_vs_disjoint": min(r["nested_vs_disjoint"] for r in rows),
+    "geomean_nested_vs_megatron": geo("nested_vs_megatron"),
+    "min_nested_vs_megatron": low("nested_vs_megatron"),
+    "min_nested_vs_megatron_batch": low("nested_vs_megatron_batch_min"),
+    "min_nested_vs_static": low("nested_vs_static"),
+    "min_nested_vs_disjoint": low("nested_vs_disjoint"),
+    "disjoint_rows": sum(r["nested_vs_disjoint"] is not None for r in rows),
     "max_nested_over_lb": max(r["nested_over_lb_max"] for r in rows),
     "max_nested_over_tight_lb": max(r["nested_over_tight_lb_max"] for r in rows),
 }
@@ -225,22 +274,30 @@ json.dump({"format": "nspcomm-planner-results-v1",
                       "batches": batches, "seed": seed},
            "rows": rows, "summary": summary}, open(json_out, "w"), indent=1)
 
-print("| workload | ranks | tokens/rank | static (s) | disjoint (s) | nested (s) | nested vs static "
-      "| nested vs disjoint | nested / LB (mean, worst) | nested / LB* (mean, worst) "
-      "| plan ms: nested, disjoint |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| workload | ranks | tokens/rank | static (s) | megatron (s) | disjoint (s) | nested (s) "
+      "| nested vs static | nested vs megatron | nested vs disjoint | nested / LB (mean, worst) "
+      "| nested / LB* (mean, worst) | rounds: megatron, nested | plan ms: nested, megatron, disjoint |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for r in rows:
-    print(f"| {r['workload']} | {r['ranks']} | {r['tokens_per_rank']} | {r['static_s']:.3f} "
-          f"| {r['disjoint_s']:.3f} | {r['nested_s']:.3f} | {r['nested_vs_static']:.3f}x "
-          f"| {r['nested_vs_disjoint']:.3f}x | {r['nested_over_lb_mean']:.3f}, {r['nested_over_lb_max']:.3f} "
+    print(f"| {r['workload']} | {r['ranks']} | {r['tokens_per_rank']} | {fmt(r['static_s'], '.3f')} "
+          f"| {fmt(r['megatron_s'], '.3f')} | {fmt(r['disjoint_s'], '.3f')} | {r['nested_s']:.3f} "
+          f"| {fmt(r['nested_vs_static'], '.3f', 'x')} | {fmt(r['nested_vs_megatron'], '.3f', 'x')} "
+          f"| {fmt(r['nested_vs_disjoint'], '.3f', 'x')} | {r['nested_over_lb_mean']:.3f}, {r['nested_over_lb_max']:.3f} "
           f"| {r['nested_over_tight_lb_mean']:.3f}, {r['nested_over_tight_lb_max']:.3f} "
-          f"| {r['plan_ms_mean']['nested']:.2f}, {r['plan_ms_mean']['disjoint']:.0f} |")
-print(f"| **geometric mean** | | | | | | **{summary['geomean_nested_vs_static']:.3f}x** "
-      f"| **{summary['geomean_nested_vs_disjoint']:.3f}x** | worst {summary['max_nested_over_lb']:.3f} "
-      f"| worst {summary['max_nested_over_tight_lb']:.3f} | |")
+          f"| {fmt(r['rounds_mean']['megatron'], '.1f')}, {r['rounds_mean']['nested']:.1f} "
+          f"| {r['plan_ms_mean']['nested']:.2f}, {fmt(r['plan_ms_mean']['megatron'], '.1f')}, "
+          f"{fmt(r['plan_ms_mean']['disjoint'], '.0f')} |")
+print(f"| **geometric mean** | | | | | | | **{fmt(summary['geomean_nested_vs_static'], '.3f', 'x')}** "
+      f"| **{fmt(summary['geomean_nested_vs_megatron'], '.3f', 'x')}** "
+      f"| **{fmt(summary['geomean_nested_vs_disjoint'], '.3f', 'x')}** "
+      f"| worst {summary['max_nested_over_lb']:.3f} "
+      f"| worst {summary['max_nested_over_tight_lb']:.3f} | | |")
 print()
 print(f"Step times are seconds per training step (mean of {batches} batches, seed {seed}), "
-      "predicted by cost model v1 (DESIGN 5.1); LB is the lower bound of DESIGN 5.2, LB* the "
+      f"predicted by cost model v1 (DESIGN 5.1) with a fixed cost of {rows[0]['round_s']:.4f} s "
+      "per round (64 ranks; docs/cost-model.md); nested vs megatron is worst "
+      f"{fmt(summary['min_nested_vs_megatron_batch'], '.3f', 'x')} on a single batch; a row "
+      "without a planner's run shows -; LB is the lower bound of DESIGN 5.2, LB* the "
       "tighter bound of docs/planners.md (unavoidable exchange, memory-forced recomputation or "
       "splitting, and the memory of the round that holds the longest sequence); plan ms is the "
       "mean wall time of one nsp_plan_create on one core.")

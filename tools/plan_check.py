@@ -2,7 +2,7 @@
 """Independent checker of nspcomm plans (Python 3, standard library only).
 
 Re-derives every predicted number of a plan -- step_s, rank_s, rank_mem_bytes,
-lower_bound_s -- from the plan's JSON alone, with the formulas of DESIGN.md
+lower_bound_s, round_s (the fixed cost of a round) -- from the plan's JSON alone, with the formulas of DESIGN.md
 section 5.1 and, for groups with a ring degree ("ring" > 1) and plans made
 with rings allowed (flag 4), of docs/cost-model.md, written out here from the
 text (not ported from the C code), and checks the plan's invariants (DESIGN
@@ -11,7 +11,7 @@ section 8):
   * every sequence appears in exactly one group of one round;
   * every group lies inside [0, ranks) and its Ulysses degree size/ring
     divides the query heads;
-  * static and disjoint plans: the groups of a round are disjoint;
+  * static, disjoint and megatron plans: the groups of a round are disjoint;
     any other plan (nested): groups are aligned (rank0 % size == 0), nest
     (two overlapping groups: one contains the other), and no tree node
     appears twice in a round;
@@ -77,6 +77,8 @@ class Model:
         self.a_intra = c["lat_intra"]
         self.a_inter = c["lat_inter"]
         self.eta = c["overlap"]
+        # absent (plans written before it existed) or negative: derived
+        self.round_fixed = c.get("round_fixed_s", -1.0)
 
     # lin_flops(s) = 3 * s * (2h*(2*n_q*d_h + 2*n_kv*d_h) + 6*h*f + 2*h*E)
     def lin_flops(self, s):
@@ -153,6 +155,23 @@ class Model:
         u = d // r
         return RING_BUFFERS * u * 2 * self.kv_per_rank(u) * self.dh * B
 
+    def round_cost(self):
+        """docs/cost-model.md section 8: seconds each round (micro-batch) adds
+        to a step. Unless the cluster fixes it: (1 - eta) x the ZeRO-3 weight
+        traffic of one micro-batch (all-gather of the dense weights for the
+        forward and again for the backward, reduce-scatter of their gradients:
+        3 x (N-1)/N x b x P_dense bytes per rank at B(N)) + L x 100 kernel
+        launches x 4 us. P_dense = P less the experts' 3 x h x (f/k) weights of
+        each of E experts in each layer."""
+        if self.round_fixed >= 0:
+            return self.round_fixed
+        dense = self.P
+        if self.E > 0 and self.k > 0:
+            dense -= self.L * self.E * 3 * self.h * (self.f / self.k)
+        dense = max(dense, 0.0)
+        weights = 3 * (self.N - 1) / self.N * B * dense / self.bw(self.N)
+        return (1 - self.eta) * weights + self.L * 100 * 4e-6
+
     def lower_bound(self, lens, ring=False):
         """max of (a) all compute with its MoE term over N, (b) the longest
         sequence alone at the largest degree a plan may use (the largest
@@ -165,7 +184,19 @@ class Model:
         s_max = max(lens)
         dmax = self.N if ring else self.max_degree()
         b = self.comp(s_max, dmax) + self.ep_time(s_max / dmax)
-        return self.L * max(a, b)
+        # every plan of a nonempty batch has one round at least: its fixed cost
+        return self.L * max(a, b) + self.round_cost()
+
+
+def preset_model(case):
+    """The Model of a reference case: its model and cluster presets at its ranks."""
+    L, h, nq, nkv, dh, ffn, E, k, P = MODEL_PRESETS[case["model"]]
+    G, M, W, rg, ra, bi, be, ai, ae, eta = CLUSTER_PRESETS[case["cluster"]]
+    return Model(dict(layers=L, hidden=h, q_heads=nq, kv_heads=nkv, head_dim=dh,
+                      ffn=ffn, experts=E, topk=k, params=P),
+                 dict(ranks=case["ranks"], ranks_per_node=G, mem_bytes=M,
+                      workspace_bytes=W, gemm_flops=rg, attn_flops=ra, bw_intra=bi,
+                      bw_inter=be, lat_intra=ai, lat_inter=ae, overlap=eta))
 
 
 class Checker:
@@ -204,7 +235,7 @@ class Checker:
             if not isinstance(s, int) or s <= 0:
                 self.fail(where, "seq_lens[%d] = %r is not a positive integer" % (i, s))
                 ok = False
-        disjoint = plan["planner"] in ("static", "disjoint")
+        disjoint = plan["planner"] in ("static", "disjoint", "megatron")
         for r, rnd in enumerate(plan["rounds"]):
             spans = []
             for g, grp in enumerate(rnd["groups"]):
@@ -287,6 +318,7 @@ class Checker:
         rank_mem = [0.0] * N
         step = 0.0
         fixed = cm.model_states() + cm.W
+        per_round = cm.round_cost()   # every rank pays it in every round
         for r, rnd in enumerate(plan["rounds"]):
             comp = [0.0] * N
             tokens = [0.0] * N
@@ -328,13 +360,13 @@ class Checker:
                 c = comp[g] + cm.ep_time(tokens[g])
                 t = max(c, k_pipe[g]) + (1 - cm.eta) * min(c, k_pipe[g]) + k_seq[g]
                 worst = max(worst, t)
-                rank_s[g] += L * t
+                rank_s[g] += L * t + per_round
                 rank_mem[g] = max(rank_mem[g], mem[g])
                 self.checks += 1
                 if mem[g] > cm.M * (1 + 1e-12):
                     self.fail(where, "rank %d needs %.6g bytes in round %d, over mem_bytes %.6g"
                               % (g, mem[g], r, cm.M))
-            step += L * worst
+            step += L * worst + per_round
         return step, rank_s, rank_mem
 
     def check_plan(self, where, plan):
@@ -353,6 +385,8 @@ class Checker:
                 return None
             self.close(where, "predicted.step_s", pred["step_s"], step)
             self.close(where, "predicted.lower_bound_s", pred["lower_bound_s"], lb)
+            if "round_s" in pred:
+                self.close(where, "predicted.round_s", pred["round_s"], cm.round_cost())
             for key, derived in (("rank_s", rank_s), ("rank_mem_bytes", rank_mem)):
                 stored = pred.get(key, [])
                 if len(stored) != len(derived):
@@ -402,13 +436,7 @@ class Checker:
         with open(path) as f:
             vec = json.load(f)
         for i, case in enumerate(vec["cases"]):
-            L, h, nq, nkv, dh, ffn, E, k, P = MODEL_PRESETS[case["model"]]
-            G, M, W, rg, ra, bi, be, ai, ae, eta = CLUSTER_PRESETS[case["cluster"]]
-            cm = Model(dict(layers=L, hidden=h, q_heads=nq, kv_heads=nkv, head_dim=dh,
-                            ffn=ffn, experts=E, topk=k, params=P),
-                       dict(ranks=case["ranks"], ranks_per_node=G, mem_bytes=M,
-                            workspace_bytes=W, gemm_flops=rg, attn_flops=ra, bw_intra=bi,
-                            bw_inter=be, lat_intra=ai, lat_inter=ae, overlap=eta))
+            cm = preset_model(case)
             s, d = case["seq_len"], case["degree"]
             at = "%s case %d" % (path, i)
             nbytes = cm.a2a_bytes(s, d)
@@ -423,6 +451,10 @@ class Checker:
                        case["mem_bytes_per_token_recompute"], cm.act_recompute())
             self.close(at, "model_states_bytes_per_rank", case["model_states_bytes_per_rank"],
                        cm.model_states())
+        for i, case in enumerate(vec.get("round_cost_cases", [])):
+            cm = preset_model(case)
+            self.close("%s round case %d" % (path, i), "round_s", case["round_s"],
+                       cm.round_cost())
         if example:
             with open(example) as f:
                 plan = json.load(f)

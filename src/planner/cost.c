@@ -43,10 +43,11 @@ static nsp_status_t check_inputs(const nsp_model_t *m, const nsp_cluster_t *c)
     NSP_CHECK(check_positive(c->bw_intra, "cluster.bw_intra"));
     NSP_CHECK(check_positive(c->bw_inter, "cluster.bw_inter"));
     if (c->workspace_bytes < 0 || c->lat_intra < 0 || c->lat_inter < 0 ||
-        !(c->overlap >= 0.0 && c->overlap <= 1.0)) {
+        !(c->overlap >= 0.0 && c->overlap <= 1.0) || !isfinite(c->round_fixed_s)) {
         return nsp_error(NSP_ERR_INVALID_ARG, "cluster.workspace_bytes, lat_intra and "
-                         "lat_inter must be >= 0 and overlap in [0, 1] (got %g, %g, %g, %g)",
-                         c->workspace_bytes, c->lat_intra, c->lat_inter, c->overlap);
+                         "lat_inter must be >= 0, overlap in [0, 1] and round_fixed_s "
+                         "finite (got %g, %g, %g, %g, %g)", c->workspace_bytes, c->lat_intra,
+                         c->lat_inter, c->overlap, c->round_fixed_s);
     }
     return NSP_OK;
 }
@@ -89,7 +90,30 @@ nsp_status_t nsp_cost_init(nsp_cost_t *cost, const nsp_model_t *m, const nsp_clu
             cost->max_degree = d;
         }
     }
+    cost->round_s = c->round_fixed_s >= 0.0 ? c->round_fixed_s : nsp_cost_round_derived(cost);
     return NSP_OK;
+}
+
+double nsp_cost_round_derived(const nsp_cost_t *cost)
+{
+    const nsp_model_t   *m = &cost->model;
+    const nsp_cluster_t *c = &cost->cluster;
+    const int            N = c->ranks;
+    double               dense = m->params, bytes;
+
+    if (m->experts > 0 && m->topk > 0) {
+        /* the experts' gate, up and down projections: E * 3 * h * (f / k) a layer */
+        dense -= (double)m->layers * m->experts * 3.0 * m->hidden * (m->ffn / m->topk);
+    }
+    if (dense < 0.0) {
+        dense = 0.0;
+    }
+    /* bytes per rank per micro-batch: all-gather (forward), all-gather
+     * (backward), reduce-scatter (gradients), each (N-1)/N of the dense
+     * weights in bf16 */
+    bytes = NSP_COST_ROUND_WEIGHT_PASSES * (N - 1.0) / N * NSP_COST_DTYPE_BYTES * dense;
+    return (1.0 - c->overlap) * bytes / nsp_cost_bw(cost, N) +
+           m->layers * NSP_COST_ROUND_LAUNCH_S_PER_LAYER;
 }
 
 double nsp_cost_lin_flops(const nsp_cost_t *cost, double s)

@@ -30,6 +30,22 @@
  *  incoming) and its own contribution (src/attn_sp/ring_attn.c). */
 #define NSP_COST_RING_BUFFERS 5.0
 
+/** The per-round fixed cost derived when cluster.round_fixed_s < 0
+ *  (docs/cost-model.md section 8), per micro-batch:
+ *    weights: NSP_COST_ROUND_WEIGHT_PASSES * (N-1)/N * b * P_dense bytes per
+ *             rank at B(N) (ZeRO-3/FSDP: the dense weights all-gathered for
+ *             the forward and again for the backward, their gradients
+ *             reduce-scattered; the experts stay where expert parallelism
+ *             put them), of which (1 - eta) is not hidden behind compute;
+ *    launches: L * NSP_COST_ROUND_LAUNCH_S_PER_LAYER.
+ *  P_dense = P - L * E * 3 * h * (f / k) (the experts' gate, up and down
+ *  projections; P for a dense model). */
+#define NSP_COST_ROUND_WEIGHT_PASSES 3.0
+/** Kernel launches of one layer's forward + backward in one micro-batch:
+ *  ~100 kernels (attention, norms, router, permutes, grouped GEMMs and their
+ *  gradients) at ~4 us of launch overhead each. Seconds per layer. */
+#define NSP_COST_ROUND_LAUNCH_S_PER_LAYER 4e-4
+
 /** Constants of one (model, cluster) pair, precomputed once. */
 typedef struct nsp_cost {
     nsp_model_t   model;
@@ -44,12 +60,18 @@ typedef struct nsp_cost {
     double act_bytes_recompute;     /* L*h*b + a_tok/L: bytes per token, recomputed   */
     double fixed_mem_bytes;         /* 16*P/N + W: model states + workspace per rank  */
     int    max_degree;              /* largest valid Ulysses degree (<= ranks)        */
+    double round_s;                 /* seconds per step each round adds: cluster
+                                       round_fixed_s, or derived when it is < 0     */
 } nsp_cost_t;
 
 /** Precompute the constants. Errors: NSP_ERR_INVALID_ARG (a non-positive
  *  size, rate or bandwidth; names the field). */
 nsp_status_t nsp_cost_init(nsp_cost_t *cost, const nsp_model_t *model,
                            const nsp_cluster_t *cluster);
+
+/** The derived per-round cost (seconds per round per step) of a model and
+ *  cluster, whatever cluster.round_fixed_s says (see above). */
+double nsp_cost_round_derived(const nsp_cost_t *cost);
 
 /** FLOPs of one layer, fwd+bwd, for a whole sequence of s tokens. */
 double nsp_cost_lin_flops(const nsp_cost_t *cost, double s);

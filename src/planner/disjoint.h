@@ -1,11 +1,15 @@
 /*
  * Internal pieces of the disjoint planner: the exact cost of an assignment
- * (disjoint.c) and the MILP improvement per round (milp.c).
+ * and the polish (dj_round.c, shared by the greedy and the MILP) and the MILP
+ * improvement per round (milp.c).
  */
 #ifndef NSP_PLANNER_DISJOINT_H_
 #define NSP_PLANNER_DISJOINT_H_
 
 #include "planner/route.h"
+
+/** The latency a group of degree d adds per layer: 4 a(d), 0 for d = 1. */
+double nsp_dj_group_lat(const nsp_cost_t *cost, int d);
 
 /**
  * Per-layer time of each round of a disjoint assignment (groups take C + K;

@@ -132,15 +132,18 @@ nsp_status_t nsp_plan_evaluate(nsp_plan_t *plan)
     for (int r = 0; r < plan->nrounds; ++r) {
         NSP_CHECK_GOTO(nsp_plan_eval_round(&cost, plan, r, rc, &round_s, 0, NULL, NULL),
                        status, out_free_rc);
-        step += plan->model.layers * round_s;
+        /* a round is a micro-batch: its fixed cost (weights, launches) is
+         * paid by every rank whatever the round holds */
+        step += plan->model.layers * round_s + cost.round_s;
         for (int g = 0; g < ranks; ++g) {
-            plan->predicted.rank_s[g] += plan->model.layers * rc[g].time_s;
+            plan->predicted.rank_s[g] += plan->model.layers * rc[g].time_s + cost.round_s;
             if (rc[g].mem_bytes > plan->predicted.rank_mem_bytes[g]) {
                 plan->predicted.rank_mem_bytes[g] = rc[g].mem_bytes;
             }
         }
     }
     plan->predicted.step_s        = step;
+    plan->predicted.round_s       = cost.round_s;
     plan->predicted.lower_bound_s = nsp_lower_bound_cost(&cost, plan->seq_lens, plan->nseqs,
                                                          (plan->flags & NSP_PLAN_FLAG_RING) != 0);
     status = NSP_OK;
@@ -169,7 +172,9 @@ double nsp_lower_bound_cost(const nsp_cost_t *cost, const int64_t *lens, int nse
     /* (b) the longest sequence alone at the largest degree a plan may use:
      * the largest Ulysses degree, or every rank when rings are allowed */
     alone = nsp_cost_comp(cost, longest, dmax) + nsp_cost_ep_time(cost, longest / dmax);
-    return cost->model.layers * (total > alone ? total : alone);
+    /* every plan of a nonempty batch has at least one round: its fixed cost */
+    return cost->model.layers * (total > alone ? total : alone) +
+           (nseqs > 0 ? cost->round_s : 0.0);
 }
 
 static nsp_status_t lower_bound(const nsp_model_t *model, const nsp_cluster_t *cluster,

@@ -515,11 +515,6 @@ static void make_buckets(dj_round_t *R, double zinc)
     R->nb = nb;
 }
 
-static double lat_of(const nsp_cost_t *cost, int d)
-{
-    return d > 1 ? NSP_COST_A2A_PER_LAYER * nsp_cost_lat(cost, d) : 0.0;
-}
-
 /* Fill the model of one round; zinc is the greedy's round time (with a
  * little room: the model's bucket means differ from exact lengths). */
 static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t *p)
@@ -605,7 +600,7 @@ static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t 
     /* columns: z, then per group y and its x */
     R->zcol = milp_col(p, 0.0, MILP_INF, 1.0, 0);
     for (int t = 0; t < R->ntypes; ++t) {
-        const double lat = lat_of(cost, R->tdeg[t]) / zinc;
+        const double lat = nsp_dj_group_lat(cost, R->tdeg[t]) / zinc;
         const double area = DJ_MILP_EPS * R->tdeg[t] / N;
         for (int j = 0; j < R->gcount[t]; ++j) {
             const int g = R->gfirst[t] + j;
@@ -650,7 +645,7 @@ static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t 
     /* per group: time <= z, memory, singletons, symmetry */
     for (int g = 0; g < R->ngroups; ++g) {
         const int    t = R->gtype[g];
-        const double lat = lat_of(cost, R->tdeg[t]) / zinc;
+        const double lat = nsp_dj_group_lat(cost, R->tdeg[t]) / zinc;
         int          nz = 0, nzm = 0;
         for (int b = 0; b < R->nb; ++b) {
             const int c = R->xcol[(size_t)b * R->ngroups + g];
@@ -750,7 +745,7 @@ static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t 
                 }
             }
             aidx[nz] = R->ycol[g];
-            aval[nz++] = d * lat_of(cost, d) / zinc;
+            aval[nz++] = d * nsp_dj_group_lat(cost, d) / zinc;
         }
         aidx[nz] = R->zcol;
         aval[nz++] = -(double)N;
@@ -865,7 +860,7 @@ static int start_vector(const dj_round_t *R, const nsp_route_assign_t *a, const 
     x[R->zcol] = 0.0;
     for (int g = 0; g < R->ngroups; ++g) {
         const int t = R->gtype[g];
-        double    load = lat_of(&in->cost, R->tdeg[t]) / zinc * x[R->ycol[g]], mem = 0.0;
+        double    load = nsp_dj_group_lat(&in->cost, R->tdeg[t]) / zinc * x[R->ycol[g]], mem = 0.0;
         for (int b = 0; b < R->nb; ++b) {
             const int c = R->xcol[(size_t)b * R->ngroups + g];
             if (c >= 0) {
@@ -916,7 +911,7 @@ static double map_solution(const dj_round_t *R, const double *x, double zinc, in
     }
     for (int g = 0; g < R->ngroups; ++g) {
         used[g]   = x[R->ycol[g]] > 0.5;
-        load[g]   = used[g] ? lat_of(cost, R->tdeg[R->gtype[g]]) : 0.0;
+        load[g]   = used[g] ? nsp_dj_group_lat(cost, R->tdeg[R->gtype[g]]) : 0.0;
         target[g] = load[g];
         for (int b = 0; b < R->nb; ++b) {
             const int c = R->xcol[(size_t)b * R->ngroups + g];

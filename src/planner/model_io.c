@@ -23,10 +23,11 @@ typedef struct field_spec {
     double       min;
     int          min_open;
     double       max;
+    int          optional;   /* may be absent even without a base (keeps the default) */
 } field_spec_t;
 
-#define MODEL_FIELD(key, kind, min, open, max) {#key, kind, offsetof(nsp_model_t, key), min, open, max}
-#define CLUSTER_FIELD(key, kind, min, open, max) {#key, kind, offsetof(nsp_cluster_t, key), min, open, max}
+#define MODEL_FIELD(key, kind, min, open, max) {#key, kind, offsetof(nsp_model_t, key), min, open, max, 0}
+#define CLUSTER_FIELD(key, kind, min, open, max) {#key, kind, offsetof(nsp_cluster_t, key), min, open, max, 0}
 
 static const field_spec_t model_fields[] = {
     MODEL_FIELD(layers,   FIELD_INT,    1, 0, INT_MAX),
@@ -52,6 +53,9 @@ static const field_spec_t cluster_fields[] = {
     CLUSTER_FIELD(lat_intra,       FIELD_DOUBLE, 0, 0, HUGE_VAL),
     CLUSTER_FIELD(lat_inter,       FIELD_DOUBLE, 0, 0, HUGE_VAL),
     CLUSTER_FIELD(overlap,         FIELD_DOUBLE, 0, 0, 1.0),
+    /* optional; negative (the default) = derived from model and cluster */
+    {"round_fixed_s", FIELD_DOUBLE, offsetof(nsp_cluster_t, round_fixed_s), -1.0, 0,
+     HUGE_VAL, 1},
 };
 
 #define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
@@ -113,7 +117,7 @@ static nsp_status_t read_fields(const nsp_json_t *obj, const desc_kind_t *k, int
         char               *at = (char *)k->target + spec->offset;
 
         if (v == NULL) {
-            if (!have_base) {
+            if (!have_base && !spec->optional) {
                 return nsp_error(NSP_ERR_PARSE, "%s:%d: %s description has no key \"%s\" "
                                  "(required unless \"base\" names a preset)", obj->source,
                                  obj->line, k->what, spec->key);
@@ -271,6 +275,7 @@ nsp_status_t nsp_cluster_from_json(const nsp_json_t *obj, const char *default_na
     NSP_CHECK(check_known_keys(obj, &k));
     NSP_CHECK(read_base(obj, &base));
     memset(&cluster, 0, sizeof(cluster));
+    cluster.round_fixed_s = NSP_ROUND_FIXED_DERIVED;
     ranks_v = nsp_json_get(obj, "ranks");
     if (base != NULL) {
         /* The file's ranks need not suit the preset's node size (the file may
@@ -377,5 +382,6 @@ void nsp_cluster_write_json(nsp_json_writer_t *w, const char *key, const nsp_clu
     nsp_json_double(w, "lat_intra", c->lat_intra);
     nsp_json_double(w, "lat_inter", c->lat_inter);
     nsp_json_double(w, "overlap", c->overlap);
+    nsp_json_double(w, "round_fixed_s", c->round_fixed_s);
     nsp_json_end(w);
 }

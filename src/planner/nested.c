@@ -66,6 +66,16 @@ nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan
     if (ring_status < 0 && ring_status != NSP_ERR_INFEASIBLE) {
         return ring_status;
     }
+    /* No Ulysses-only plan can beat the ring tree's if the batch's bound
+     * without rings (the longest sequence alone at the largest Ulysses
+     * degree) is above its step: skip that routing (same plan, less time). */
+    if (ring_status == NSP_OK &&
+        nsp_lower_bound_cost(&in->cost, in->lens, in->nseqs, 0) > ring_plan->predicted.step_s) {
+        NSP_DEBUG("nested: ring tree %.6f s is below the Ulysses-only bound: kept",
+                  ring_plan->predicted.step_s);
+        *plan = ring_plan;
+        return NSP_OK;
+    }
     /* a sequence too long for the Ulysses levels' memory: only the ring tree */
     uly_status = route_tree(&uly, &uly_plan);
     if (uly_status < 0 && uly_status != NSP_ERR_INFEASIBLE) {

@@ -73,6 +73,7 @@ void nsp_plan_write_json_to(const nsp_plan_t *plan, nsp_json_writer_t *w, const 
     write_doubles(w, "rank_s", plan->predicted.rank_s, plan->cluster.ranks);
     write_doubles(w, "rank_mem_bytes", plan->predicted.rank_mem_bytes, plan->cluster.ranks);
     nsp_json_double(w, "lower_bound_s", plan->predicted.lower_bound_s);
+    nsp_json_double(w, "round_s", plan->predicted.round_s);
     nsp_json_double(w, "plan_ms", plan->predicted.plan_ms);
     nsp_json_end(w);
     nsp_json_end(w);
@@ -249,10 +250,11 @@ static nsp_status_t read_rank_array(const nsp_json_t *pred, const char *key, int
 static nsp_status_t read_predicted(const nsp_json_t *root, nsp_plan_t *plan)
 {
     static const char *const keys[] = {"step_s", "rank_s", "rank_mem_bytes", "lower_bound_s",
-                                       "plan_ms", NULL};
-    static const char *const scalars[] = {"step_s", "lower_bound_s", "plan_ms"};
+                                       "round_s", "plan_ms", NULL};
+    static const char *const scalars[] = {"step_s", "lower_bound_s", "round_s", "plan_ms"};
     double *const            targets[] = {&plan->predicted.step_s,
                                           &plan->predicted.lower_bound_s,
+                                          &plan->predicted.round_s,
                                           &plan->predicted.plan_ms};
     const nsp_json_t        *pred = nsp_json_get(root, "predicted");
 
@@ -261,7 +263,7 @@ static nsp_status_t read_predicted(const nsp_json_t *root, nsp_plan_t *plan)
     }
     NSP_CHECK(nsp_json_expect(pred, NSP_JSON_OBJECT, "predicted"));
     NSP_CHECK(check_keys(pred, keys, "predicted"));
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 4; ++i) {
         const nsp_json_t *v = nsp_json_get(pred, scalars[i]);
         if (v != NULL) {
             NSP_CHECK(nsp_json_as_double(v, scalars[i], targets[i]));

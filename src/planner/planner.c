@@ -1,6 +1,7 @@
 /*
  * nsp_plan_create(): validate one batch, resolve the planner parameters to
- * their defaults, run the chosen planner (static.c, disjoint.c, nested.c),
+ * their defaults, run the chosen planner (static.c, disjoint.c, nested.c,
+ * megatron.c),
  * time it and log a one-line summary of the plan at INFO.
  */
 #include "planner/planners.h"
@@ -16,66 +17,6 @@
  * packed to the limit stays under it when re-evaluated in another order. */
 #define NSP_PLANNER_MEM_MARGIN 1e-6
 
-void nsp_seq_cost_ring(const nsp_cost_t *cost, double s, int d, int ring, int recompute,
-                       nsp_seq_cost_t *out)
-{
-    const double rcf = recompute ? NSP_COST_RECOMPUTE_COMP : 1.0;
-    const double rcb = recompute ? NSP_COST_RECOMPUTE_A2A : 1.0;
-
-    out->comp_s     = rcf * nsp_cost_comp(cost, s, d) + nsp_cost_ep_time(cost, s / d);
-    out->bytes      = rcb * nsp_cost_group_a2a_bytes(cost, s, d, ring);
-    out->ring_bytes = ring > 1 ? nsp_cost_ring_bytes(cost, s, d, ring, recompute) : 0.0;
-    out->mem_bytes  = s / d * (nsp_cost_act_bytes(cost, recompute) +
-                               nsp_cost_ring_mem_per_token(cost, d, ring));
-}
-
-void nsp_seq_cost(const nsp_cost_t *cost, double s, int d, int recompute,
-                  nsp_seq_cost_t *out)
-{
-    nsp_seq_cost_ring(cost, s, d, 1, recompute, out);
-}
-
-int nsp_planner_ring_of(const nsp_planner_input_t *in, int d)
-{
-    return in->enable_ring ? nsp_cost_ring_for_degree(&in->cost, d) : 1;
-}
-
-nsp_status_t nsp_pack_aligned(const int *size, int n, int ranks, int *rank0_out)
-{
-    int *idx = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    int  next = 0;
-
-    if (idx == NULL) {
-        return nsp_error(NSP_ERR_NO_MEMORY, "cannot allocate %d group indices", n);
-    }
-    /* Sort indices by size, largest first (stable by index: sizes are small
-     * integers, so a counting pass over distinct sizes would do as well). */
-    for (int i = 0; i < n; ++i) {
-        idx[i] = i;
-    }
-    for (int i = 1; i < n; ++i) {
-        int j = i, v = idx[i];
-        while (j > 0 && (size[idx[j - 1]] < size[v] ||
-                         (size[idx[j - 1]] == size[v] && idx[j - 1] > v))) {
-            idx[j] = idx[j - 1];
-            --j;
-        }
-        idx[j] = v;
-    }
-    for (int k = 0; k < n; ++k) {
-        const int i = idx[k];
-        if (next % size[i] != 0 || next + size[i] > ranks) {
-            free(idx);
-            return nsp_error(NSP_ERR_INTERNAL, "groups of %d ranks do not pack aligned into "
-                             "%d ranks at offset %d", size[i], ranks, next);
-        }
-        rank0_out[i] = next;
-        next += size[i];
-    }
-    free(idx);
-    return NSP_OK;
-}
-
 /* ---- parameter resolution --------------------------------------------- */
 
 static const char *planner_name(nsp_planner_kind_t kind)
@@ -84,6 +25,7 @@ static const char *planner_name(nsp_planner_kind_t kind)
     case NSP_PLANNER_STATIC:   return "static";
     case NSP_PLANNER_DISJOINT: return "disjoint";
     case NSP_PLANNER_NESTED:   return "nested";
+    case NSP_PLANNER_MEGATRON: return "megatron";
     }
     return "unknown";
 }
@@ -205,6 +147,13 @@ static nsp_status_t resolve_params(const nsp_planner_params_t *p, nsp_planner_in
         }
         in->time_limit_s = p->time_limit_s;
     }
+    if (p->field_mask & NSP_PLANNER_FIELD_MAX_SEQLEN) {
+        if (p->max_seqlen_per_rank < 1) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "params.max_seqlen_per_rank=%lld must be a "
+                             "positive number of tokens", (long long)p->max_seqlen_per_rank);
+        }
+        in->max_seqlen_per_rank = p->max_seqlen_per_rank;
+    }
     if (p->field_mask & NSP_PLANNER_FIELD_MAX_ROUNDS) {
         if (p->max_rounds < 1) {
             return nsp_error(NSP_ERR_INVALID_ARG, "params.max_rounds=%d must be >= 1",
@@ -220,6 +169,9 @@ static nsp_status_t resolve_params(const nsp_planner_params_t *p, nsp_planner_in
 /* The largest degree the chosen planner may put a sequence at. */
 static int largest_degree(const nsp_planner_input_t *in, nsp_planner_kind_t kind)
 {
+    if (kind == NSP_PLANNER_MEGATRON) {
+        return nsp_cost_top_degree(&in->cost, in->enable_ring);
+    }
     if (kind == NSP_PLANNER_STATIC && in->static_degree > 0) {
         return in->static_degree;
     }
@@ -373,10 +325,11 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
                          "nseqs (%d)", nseqs);
     }
     if (params->kind != NSP_PLANNER_STATIC && params->kind != NSP_PLANNER_DISJOINT &&
-        params->kind != NSP_PLANNER_NESTED) {
+        params->kind != NSP_PLANNER_NESTED && params->kind != NSP_PLANNER_MEGATRON) {
         return nsp_error(NSP_ERR_INVALID_ARG, "params.kind=%d is not a planner (static=%d, "
-                         "disjoint=%d, nested=%d)", (int)params->kind, NSP_PLANNER_STATIC,
-                         NSP_PLANNER_DISJOINT, NSP_PLANNER_NESTED);
+                         "disjoint=%d, nested=%d, megatron=%d)", (int)params->kind,
+                         NSP_PLANNER_STATIC, NSP_PLANNER_DISJOINT, NSP_PLANNER_NESTED,
+                         NSP_PLANNER_MEGATRON);
     }
     if (cluster->ranks < 1 || cluster->ranks > NSP_MAX_RANKS || nseqs > NSP_MAX_BATCH_SEQS) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_plan_create: cluster '%s' has %d ranks and "
@@ -408,6 +361,9 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
         break;
     case NSP_PLANNER_DISJOINT:
         status = nsp_planner_disjoint(&in, &plan);
+        break;
+    case NSP_PLANNER_MEGATRON:
+        status = nsp_planner_megatron(&in, &plan);
         break;
     default:
         status = nsp_planner_nested(&in, &plan);

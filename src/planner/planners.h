@@ -1,6 +1,7 @@
 /*
- * Internal interface between nsp_plan_create() (planner.c) and the three
- * planners: static.c, disjoint.c, nested.c (DESIGN §5.2).
+ * Internal interface between nsp_plan_create() (planner.c) and the
+ * planners: static.c, disjoint.c, nested.c (DESIGN §5.2) and the megatron
+ * baseline, megatron.c.
  *
  * nsp_plan_create() validates the input once, resolves the parameters to
  * their defaults and fills an nsp_planner_input_t; a planner reads it and
@@ -39,6 +40,7 @@ typedef struct nsp_planner_input {
                                                                enable_ring */
     int            enable_ring;      /**< groups may be Ulysses x ring (params) */
     int            max_rounds;       /**< most rounds a plan may use */
+    int64_t        max_seqlen_per_rank; /**< megatron: 0 = search, else the knob */
 } nsp_planner_input_t;
 
 /** The three planners. Each returns a plan with its prediction evaluated
@@ -48,8 +50,11 @@ typedef struct nsp_planner_input {
 nsp_status_t nsp_planner_static(const nsp_planner_input_t *in, nsp_plan_t **plan);
 nsp_status_t nsp_planner_disjoint(const nsp_planner_input_t *in, nsp_plan_t **plan);
 nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan);
+/** Megatron-Core's dynamic context parallelism policy (megatron.c); also
+ *  NSP_ERR_INVALID_ARG for a fixed max_seqlen_per_rank that cannot plan. */
+nsp_status_t nsp_planner_megatron(const nsp_planner_input_t *in, nsp_plan_t **plan);
 
-/* ---- small helpers shared by the planners (planner.c) ------------------ */
+/* ---- per-sequence costs (seq_cost.c) and aligned placement (assign.c) -- */
 
 /** Per-rank cost of ONE sequence of s tokens at degree d (per layer):
  *  compute (with the recompute factor and the MoE term of its s/d tokens),

@@ -1,13 +1,20 @@
-# src/planner: the three planners and nsp_plan_create (static, disjoint, nested)
+# src/planner: the planners and nsp_plan_create (static, disjoint, nested, megatron)
 libnspcomm_planner_la_SOURCES += \
 	src/planner/planner.c \
+	src/planner/seq_cost.c \
+	src/planner/assign.c \
 	src/planner/static.c \
 	src/planner/route.c \
+	src/planner/route_tree.c \
+	src/planner/route_fill.c \
 	src/planner/nested.c \
-	src/planner/disjoint.c
+	src/planner/disjoint.c \
+	src/planner/dj_round.c \
+	src/planner/megatron.c
 noinst_HEADERS += \
 	src/planner/planners.h \
 	src/planner/route.h \
+	src/planner/route_internal.h \
 	src/planner/disjoint.h
 
 # The disjoint planner's MILP (CBC and/or GLPK, both optional) in a
@@ -34,7 +41,10 @@ PLANNERS_TESTS = \
 	tests/planners/test_planners \
 	tests/planners/test_planner_input \
 	tests/planners/test_planner_cases \
-	tests/planners/test_planner_ring
+	tests/planners/test_planner_ring \
+	tests/planners/test_planner_megatron \
+	tests/planners/test_planner_rounds \
+	tests/planners/test_route_tree
 check_PROGRAMS += $(PLANNERS_TESTS)
 TESTS += $(PLANNERS_TESTS)
 tests_planners_test_planners_SOURCES = tests/planners/test_planners.c \
@@ -53,3 +63,16 @@ tests_planners_test_planner_ring_SOURCES = tests/planners/test_planner_ring.c \
 	tests/planners/check.c tests/planners/check.h
 tests_planners_test_planner_ring_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
 tests_planners_test_planner_ring_LDADD = $(PLANNERS_TEST_LDADD)
+tests_planners_test_planner_megatron_SOURCES = tests/planners/test_planner_megatron.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_planner_megatron_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
+tests_planners_test_planner_megatron_LDADD = $(PLANNERS_TEST_LDADD)
+tests_planners_test_planner_rounds_SOURCES = tests/planners/test_planner_rounds.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_planner_rounds_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS) \
+	-DNSP_TEST_SRCDIR='"$(abs_top_srcdir)"'
+tests_planners_test_planner_rounds_LDADD = $(PLANNERS_TEST_LDADD)
+tests_planners_test_route_tree_SOURCES = tests/planners/test_route_tree.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_route_tree_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
+tests_planners_test_route_tree_LDADD = $(PLANNERS_TEST_LDADD)

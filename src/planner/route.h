@@ -26,10 +26,14 @@ typedef struct nsp_route_assign {
     int *rc;      /**< 1 if its group is recomputed */
 } nsp_route_assign_t;
 
+/* ---- assignments and plans from them (assign.c) ---- */
+
 /** Allocate the arrays of an assignment for nseqs sequences.
  *  Errors: NSP_ERR_NO_MEMORY. */
 nsp_status_t nsp_route_assign_alloc(nsp_route_assign_t *a, int nseqs);
 void         nsp_route_assign_free(nsp_route_assign_t *a);
+
+/* ---- the routing engine (route.c) ---- */
 
 /**
  * Route a batch (longest first down the tree, short ones on the leaves, local

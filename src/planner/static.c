@@ -174,7 +174,9 @@ static double pack_all(const nsp_planner_input_t *in, static_pack_t *p, int rule
         }
     }
     for (int r = 0; r < p->rounds; ++r) {
-        step += p->round_max[r];
+        /* a used round is a micro-batch: it pays its fixed cost */
+        step += p->round_max[r] > 0.0 ? p->round_max[r] + in->cost.round_s / in->cost.model.layers
+                                      : 0.0;
     }
     return step * in->cost.model.layers;
 }

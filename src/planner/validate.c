@@ -7,7 +7,7 @@
  *     size/ring valid for the model (divides n_q), flags 0/1, seq indices in
  *     range;
  *  3. every sequence in exactly one group of one round;
- *  4. per round: static/disjoint groups pairwise disjoint; any other planner's
+ *  4. per round: static/disjoint/megatron groups pairwise disjoint; any other planner's
  *     (nested) groups aligned (rank0 % size == 0) and nested (two groups that
  *     overlap: one contains the other), and no tree node twice in a round;
  *  5. no rank over mem_bytes in any round (cost model memory).
@@ -44,7 +44,8 @@ static int compare_groups(const void *a, const void *b)
 
 static int plan_has_disjoint_rounds(const nsp_plan_t *plan)
 {
-    return strcmp(plan->planner, "static") == 0 || strcmp(plan->planner, "disjoint") == 0;
+    return strcmp(plan->planner, "static") == 0 || strcmp(plan->planner, "disjoint") == 0 ||
+           strcmp(plan->planner, "megatron") == 0;
 }
 
 static nsp_status_t check_group(const nsp_cost_t *cost, const nsp_plan_t *plan, int r, int g)

@@ -58,7 +58,7 @@ RC_MEM0, RC_MEM5 = 14755316800.0, 21243380800.0
 RC_LB_RING = 11.219217062059286
 
 
-def hand_plan(ranks, lens, groups, flags, step, rank_s, rank_mem, lb):
+def hand_plan(ranks, lens, groups, flags, step, rank_s, rank_mem, lb, round_fixed=0):
     return {"format": "nspcomm-plan-v1", "planner": "hand", "flags": flags,
             "model": {"name": "qwen3-30b-a3b", "layers": 48, "hidden": 2048, "q_heads": 32,
                       "kv_heads": 4, "head_dim": 128, "ffn": 6144, "topk": 8,
@@ -67,7 +67,7 @@ def hand_plan(ranks, lens, groups, flags, step, rank_s, rank_mem, lb):
                         "mem_bytes": 85899345920, "workspace_bytes": 4294967296,
                         "gemm_flops": 4.5e14, "attn_flops": 5.5e14, "bw_intra": 3e11,
                         "bw_inter": 4.5e10, "lat_intra": 2e-05, "lat_inter": 4e-05,
-                        "overlap": 0.8},
+                        "overlap": 0.8, "round_fixed_s": round_fixed},
             "seq_lens": lens, "rounds": [{"groups": groups}],
             "predicted": {"step_s": step, "rank_s": rank_s, "rank_mem_bytes": rank_mem,
                           "lower_bound_s": lb, "plan_ms": 0.0}}
@@ -120,6 +120,34 @@ def check_hand_ring_plans(tmp):
        "fails", out)
 
 
+# docs/cost-model.md section 8 by hand, qwen3-30b-a3b on 128 h100:
+# 0.2 * 3 * 127/128 * 2 * 1,508,970,752 / 45e9 + 48 * 4e-4
+ROUND128 = 0.2 * 3 * 127.0 / 128 * 2 * 1508970752.0 / 45e9 + 48 * 4e-4
+
+
+def check_hand_round_plans(tmp):
+    """The worked example with the derived fixed cost of its one round."""
+    plan = hand_plan(128, [1048576],
+                     [{"rank0": 0, "size": 128, "ring": 16, "seqs": [0], "recompute": False,
+                       "pipelined": False}], 0, 48 * WORKED_T + ROUND128,
+                     [48 * WORKED_T + ROUND128] * 128, [WORKED_MEM] * 128,
+                     WORKED_LB_V1 + ROUND128, round_fixed=-1)
+    plan["predicted"]["round_s"] = ROUND128
+    path = corrupt(tmp, plan, "hand-round", lambda d: None)
+    rc, out = check("--tol", "1e-12", path)
+    ok(rc == 0, "a hand plan with the derived round cost (%.9f s: step, rank_s, bound, "
+       "round_s) re-derived within 1e-12" % ROUND128, out)
+    path = corrupt(tmp, plan, "hand-round-free",
+                   lambda d: d["predicted"].update(step_s=48 * WORKED_T))
+    rc, out = check(path)
+    ok(rc == 1 and "predicted.step_s" in out, "the same step without the round's cost fails",
+       out)
+    path = corrupt(tmp, plan, "hand-round-wrong",
+                   lambda d: d["predicted"].update(round_s=0.5))
+    rc, out = check(path)
+    ok(rc == 1 and "predicted.round_s" in out, "a wrong predicted.round_s fails", out)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="nsp_plan_check_")
 
@@ -156,6 +184,7 @@ def main():
     ok(rc == 0, "every predicted number of %d C ring plans re-derived (Ulysses x ring groups "
        "above the head count, ring buffers, the ring lower bound)" % len(rings), out)
     check_hand_ring_plans(tmp)
+    check_hand_round_plans(tmp)
 
     # Corrupted copies must fail, each with a message naming the problem.
     with open(os.path.join(tmp, "plan-qwen3-30b-a3b-nested-0.json")) as f:
@@ -251,7 +280,7 @@ def main():
                             "--model", "qwen3-30b-a3b", "--cluster", "h100", "--ranks", "16",
                             "--tokens-per-rank", "16384", "--max-len", "131072",
                             "--batches", "2", "--seed", "3", "--time-limit", "0.2",
-                            "--planners", "static,disjoint,nested", "--json", out_json,
+                            "--planners", "static,disjoint,nested,megatron", "--json", out_json,
                             "--svg", out_svg, "--svg-batch", "1"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if ok(p.returncode == 0, "perf/nsp_sim writes --json and --svg", p.stdout + p.stderr):
@@ -259,12 +288,13 @@ def main():
             ok(rc == 0, "every plan of perf/nsp_sim --json re-derived independently", out)
             rows = [l.split()[0] for l in p.stdout.splitlines()
                     if l.strip() and not l.startswith("#")]
-            ok(rows == ["static", "disjoint", "nested"], "one table row per planner", p.stdout)
+            ok(rows == ["static", "disjoint", "nested", "megatron"], "one table row per planner",
+               p.stdout)
             ok("batch 2/2" in p.stderr, "progress goes to stderr", p.stderr)
             with open(out_svg) as f:
                 svg = f.read()
             ok(svg.startswith("<?xml") and svg.rstrip().endswith("</svg>") and
-               svg.count("planned in") == 3 and "lower bound" in svg and "batch 1 of" in svg,
+               svg.count("planned in") == 4 and "lower bound" in svg and "batch 1 of" in svg,
                "the SVG has one panel per planner, a legend and the chosen batch")
         out_ring = os.path.join(tmp, "nsp_sim_ring.json")
         p = subprocess.run([sim, "--workload", os.path.join(SRC, "data", "workloads",

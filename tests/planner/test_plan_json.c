@@ -217,7 +217,7 @@ static void test_read_errors(void)
         {"[393216, 5120, 812]", "[393216, 0, 812]", NSP_ERR_INVALID_ARG, "seq_lens[1]"},
         {"[393216, 5120, 812]", "[393216, 5120.5, 812]", NSP_ERR_PARSE, "integer"},
         {"\"layers\": 48", "\"layers\": -48", NSP_ERR_INVALID_ARG, "\"layers\""},
-        {"\"overlap\": 0.8}", "\"overlap\": 0.8", NSP_ERR_PARSE, "<plan>:"},
+        {"\"round_fixed_s\": 0}", "\"round_fixed_s\": 0", NSP_ERR_PARSE, "<plan>:"},
         {"\"seq_lens\"", "\"seq_lengths\"", NSP_ERR_PARSE, "\"seq_lengths\""},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {

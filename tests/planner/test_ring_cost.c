@@ -125,9 +125,11 @@ static nsp_plan_t *hand_plan(const char *ranks_and_rounds)
     return plan;
 }
 
+/* round_fixed_s 0: the hand-computed figures are per-layer times (the
+ * per-round cost is tested in test_round_cost) */
 #define QWEN_H100(ranks)                                                                    \
     "\"model\": {\"base\": \"qwen3-30b-a3b\"}, \"cluster\": {\"base\": \"h100\", \"ranks\": " \
-    #ranks "}"
+    #ranks ", \"round_fixed_s\": 0}"
 
 /* docs/cost-model.md section 2, the worked example: s = 2^20 on d = 128 =
  * 8 x 16, kept, alone, on 128 H100. By hand:

@@ -1,0 +1,804 @@
+/*
+ * Filling the routing engine's tree (route_internal.h): option scores, the
+ * long sequences through the tree (phase 1), the short ones on the leaves
+ * with their min trees and waiting heaps (phase 2), one routing pass for R
+ * rounds, the exact step of a state (pipelining only where a rank holds
+ * another level) and the fix that gives single-level ranks a leaf sequence.
+ */
+#include "planner/route_internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- option evaluation ---------------------------------------------------- */
+
+/* Per-rank L1, L2 and memory a group would add after taking sequence i with
+ * flag rc (nd is the group before). */
+static void adds_after(const nest_state_t *st, const nest_node_t *nd, int l, int i, int rc,
+                       double *a1, double *a2, double *am)
+{
+    nest_node_t tmp = *nd;
+
+    nsp_nest_node_account(st, &tmp, l, i, +1);
+    tmp.rc = rc;
+    nsp_nest_node_adds(st, l, &tmp);
+    *a1 = tmp.add1;
+    *a2 = tmp.add2;
+    *am = tmp.addm;
+}
+
+/* Score of an option against its round's reference time. The raise of the
+ * reference is paid now; the area is paid by someone eventually, spread over
+ * the N ranks. Ties go to the option with the most room left (the least
+ * loaded group, the emptiest round relative to its reference). */
+static void option_score(const nest_state_t *st, nest_option_t *opt, double ref)
+{
+    opt->delta = dmax(0.0, opt->peak - ref);
+    opt->score = opt->delta + opt->area / st->sh.ranks;
+    opt->slack = ref - opt->peak;
+    opt->valid = 1;
+}
+
+/* Is a better than b: lower score, then more slack; exact ties keep the
+ * earlier candidate (determinism). */
+static int option_better(const nest_option_t *a, const nest_option_t *b)
+{
+    const double tol = 1e-12;
+
+    if (!b->valid) {
+        return a->valid;
+    }
+    if (!a->valid) {
+        return 0;
+    }
+    if (fabs(a->score - b->score) > tol * (1.0 + fabs(b->score))) {
+        return a->score < b->score;
+    }
+    return a->slack > b->slack + tol * (1.0 + fabs(b->slack));
+}
+
+/* Evaluate putting sequence i into group n of round r (flag rc after);
+ * ref is the round's reference time. Returns 0 if memory does not hold. */
+int nsp_nest_eval_option(const nest_state_t *st, int i, int r, int n, int rc, double ref,
+                       nest_option_t *opt)
+{
+    const nest_round_t *rd = &st->round[r];
+    const nest_node_t  *nd = &rd->node[n];
+    const int           l  = st->sh.level[n];
+    double              l1, l2, m, a1, a2, am;
+
+    if (nd->rc && !rc) {
+        rc = 1;   /* a recomputed group stays recomputed */
+    }
+    nsp_nest_node_abs(st, rd, n, &l1, &l2, &m);
+    adds_after(st, nd, l, i, rc, &a1, &a2, &am);
+    if (m - nd->addm + am > st->cap) {
+        return 0;
+    }
+    opt->r     = r;
+    opt->node  = n;
+    opt->rc    = rc;
+    opt->peak  = dmax(l1 + a1 - nd->add1, l2 + a2 - nd->add2);
+    opt->area  = st->sh.deg[l] * dmax(a1 - nd->add1, a2 - nd->add2);
+    option_score(st, opt, ref);
+    return 1;
+}
+
+/* Per-rank L1 of sequence i alone in an empty group of level l (kept). */
+static double alone_time(const nest_state_t *st, int i, int l)
+{
+    const double s = (double)st->in->lens[i];
+    const double d = st->sh.deg[l];
+    const double C = (st->comp1[i] + st->cost->ep_s_per_token * s) / d;
+    double       K = st->sh.deg[l] > 1 ?
+                     nsp_cost_group_a2a_bytes(st->cost, s, st->sh.deg[l], st->sh.ring[l]) /
+                     st->sh.bw[l] + st->sh.lat4[l] : 0.0;
+
+    if (st->sh.ring[l] > 1) {
+        K += nsp_nest_ring_time(st, l, s, 0);
+    }
+    return C + st->eta1 * K;
+}
+
+/* Least area of sequence i: alone on one leaf, kept (rank-seconds per layer). */
+static double least_area(const nest_state_t *st, int i)
+{
+    return st->comp1[i] + st->cost->ep_s_per_token * (double)st->in->lens[i];
+}
+
+/* Account a placement in the balanced target. */
+static void target_update(nest_state_t *st, int i, double area)
+{
+    st->a_placed += area;
+    st->w_left   -= least_area(st, i);
+    st->target    = dmax(st->target_floor,
+                         (st->a_placed + dmax(0.0, st->w_left)) / (st->sh.ranks * (double)st->R));
+}
+
+/* Reference time of round r: its slowest rank or the balanced target. */
+static double round_ref(const nest_state_t *st, int r)
+{
+    return dmax(nsp_nest_round_max(st, &st->round[r]), st->target);
+}
+
+/* Try sequence i at level l of round r, kept and recomputed. */
+static void consider_level(const nest_state_t *st, int i, int r, int l, double ref,
+                           nest_option_t *best)
+{
+    const double s = (double)st->in->lens[i];
+    const double d = st->sh.deg[l];
+    nest_option_t opt;
+    int           n;
+
+    n = st->in->lens[i] <= st->rc_below ? -1 :
+        nsp_nest_find_group(st, &st->round[r], l, s / d * nsp_nest_mem_per_token(st, l, 0));
+    if (n >= 0 && nsp_nest_eval_option(st, i, r, n, 0, ref, &opt) && option_better(&opt, best)) {
+        *best = opt;
+    }
+    if (best->valid && best->delta <= 0.0 && best->r == r && best->rc == 0) {
+        return;   /* a kept place under the reference: recomputation cannot beat it */
+    }
+    n = nsp_nest_find_group(st, &st->round[r], l, s / d * nsp_nest_mem_per_token(st, l, 1));
+    if (n >= 0) {
+        /* flip the group if kept does not fit; eval checks memory exactly */
+        if (nsp_nest_eval_option(st, i, r, n, 1, ref, &opt) && option_better(&opt, best)) {
+            *best = opt;
+        }
+    }
+    /* The least loaded group of the level, recomputed: a kept group that is
+     * full may make room by flipping. Without this, groups already
+     * recomputed (roomy) would collect everything. */
+    {
+        const int m = nsp_nest_find_group(st, &st->round[r], l, 0.0);
+        if (m >= 0 && m != n && nsp_nest_eval_option(st, i, r, m, 1, ref, &opt) &&
+            option_better(&opt, best)) {
+            *best = opt;
+        }
+    }
+}
+
+/* Route one long sequence through the tree (phase 1). */
+static int route_long(nest_state_t *st, int i)
+{
+    const double  s = (double)st->in->lens[i];
+    nest_option_t best;
+
+    memset(&best, 0, sizeof(best));
+    for (int r = 0; r < st->R; ++r) {
+        const double ref = round_ref(st, r);
+        int          l_time = -1, l_mem = -1, l_min = 0;
+        double       t_min = NEST_INF;
+        for (int l = 0; l < st->sh.nl; ++l) {
+            const double t = alone_time(st, i, l);
+            if (l_time < 0 && t <= ref) {
+                l_time = l;
+            }
+            if (t < t_min) {
+                t_min = t;
+                l_min = l;
+            }
+            if (l_mem < 0 && s / st->sh.deg[l] * nsp_nest_mem_per_token(st, l, 0) <= st->cap) {
+                l_mem = l;
+            }
+        }
+        if (l_time < 0) {
+            l_time = l_min;
+        }
+        if (l_mem < 0) {
+            l_mem = st->sh.nl - 1;
+        }
+        {
+            int lo = l_time, hi = l_time > l_mem ? l_time : l_mem;
+            if (hi + 1 < st->sh.nl && l_mem >= l_time) {
+                ++hi;   /* memory is the binding reason: also try one level up */
+            }
+            if (st->mode == NSP_ROUTE_DISJOINT) {
+                lo = 0;   /* joining a used group of any level may be the only place */
+                hi = st->sh.nl - 1;
+            }
+            if (st->only_level >= 0) {
+                lo = hi = st->only_level;
+            }
+            for (int l = lo; l <= hi; ++l) {
+                consider_level(st, i, r, l, ref, &best);
+            }
+        }
+    }
+    if (!best.valid) {
+        return 0;
+    }
+    nsp_nest_place(st, i, best.r, best.node, best.rc, 1);
+    target_update(st, i, best.area);
+    return 1;
+}
+
+/* ---- phase 2: short sequences fill the leaves ----------------------------- */
+
+/* Free memory of leaf j for a placement of mode m (1: as if recomputed). */
+static double leaf_free(const nest_state_t *st, const nest_round_t *rd, int j, int m)
+{
+    const nest_node_t *nd = &rd->node[st->sh.off[0] + j];
+    const double       free_keep = st->cap - rd->leafm[j];
+
+    if (m == 0 || nd->rc) {
+        return free_keep;
+    }
+    return free_keep + nd->tokens / st->sh.deg[0] * (st->a_keep - st->a_rc);
+}
+
+static int heap_push(leaf_heap_t *h, double free_bytes, int leaf, int stamp)
+{
+    int k;
+
+    if (h->n == h->cap) {
+        const int ncap = h->cap ? 2 * h->cap : 256;
+        double   *nf = realloc(h->free, sizeof(double) * (size_t)ncap);
+        int      *nl, *ns;
+        if (nf == NULL) {
+            return 0;
+        }
+        h->free = nf;
+        nl = realloc(h->leaf, sizeof(int) * (size_t)ncap);
+        if (nl == NULL) {
+            return 0;
+        }
+        h->leaf = nl;
+        ns = realloc(h->stamp, sizeof(int) * (size_t)ncap);
+        if (ns == NULL) {
+            return 0;
+        }
+        h->stamp = ns;
+        h->cap = ncap;
+    }
+    for (k = h->n++; k > 0 && h->free[(k - 1) / 2] < free_bytes; k = (k - 1) / 2) {
+        h->free[k]  = h->free[(k - 1) / 2];
+        h->leaf[k]  = h->leaf[(k - 1) / 2];
+        h->stamp[k] = h->stamp[(k - 1) / 2];
+    }
+    h->free[k]  = free_bytes;
+    h->leaf[k]  = leaf;
+    h->stamp[k] = stamp;
+    return 1;
+}
+
+static void heap_pop(leaf_heap_t *h)
+{
+    const double f = h->free[--h->n];
+    const int    l = h->leaf[h->n], t = h->stamp[h->n];
+    int          k = 0;
+
+    for (;;) {
+        int c = 2 * k + 1;
+        if (c >= h->n) {
+            break;
+        }
+        if (c + 1 < h->n && h->free[c + 1] > h->free[c]) {
+            ++c;
+        }
+        if (h->free[c] <= f) {
+            break;
+        }
+        h->free[k]  = h->free[c];
+        h->leaf[k]  = h->leaf[c];
+        h->stamp[k] = h->stamp[c];
+        k = c;
+    }
+    if (h->n > 0) {
+        h->free[k]  = f;
+        h->leaf[k]  = l;
+        h->stamp[k] = t;
+    }
+}
+
+/* Set leaf j's key in mode m's tree: its L1 if it has the mode's need free,
+ * else infinity (and it waits in the heap). Returns 0 on no memory. */
+static int leaf_key_set(nest_state_t *st, nest_round_t *rd, int j, int m)
+{
+    const double fr = leaf_free(st, rd, j, m);
+    double      *key = rd->key[m];
+    int          v = st->lsize + j;
+
+    if (fr >= *rd->need[m]) {
+        key[v] = rd->leaf1[j];
+    } else {
+        key[v] = NEST_INF;
+        if (!heap_push(&rd->wait[m], fr, j, rd->stamp[j])) {
+            return 0;
+        }
+    }
+    /* refresh the minima upwards; once a node keeps its value, so do all
+     * above it */
+    for (v /= 2; v >= 1; v /= 2) {
+        const double k = dmin(key[2 * v], key[2 * v + 1]);
+        if (key[v] == k) {
+            break;
+        }
+        key[v] = k;
+    }
+    return 1;
+}
+
+/* After a change of leaf j (its load, memory or flag). */
+static int leaf_seg_set(nest_state_t *st, nest_round_t *rd, int j)
+{
+    rd->stamp[j]++;
+    return leaf_key_set(st, rd, j, 0) && leaf_key_set(st, rd, j, 1);
+}
+
+/* Absolute leaf values from the tree (top-down sums), and the two trees with
+ * every leaf admitted (the first need is set by the first query). */
+static int leaf_phase_init(nest_state_t *st, nest_round_t *rd)
+{
+    const nest_shape_t *sh = &st->sh;
+
+    for (int j = 0; j < sh->ng[0]; ++j) {
+        const int n = sh->off[0] + j;
+        double    l1 = 0.0, l2 = 0.0, m = 0.0;
+        for (int p = n; p >= 0; p = sh->parent[p]) {
+            l1 += rd->node[p].add1;
+            l2 += rd->node[p].add2;
+            m  += rd->node[p].addm;
+        }
+        rd->leaf1[j] = l1;
+        rd->leaf2[j] = l2;
+        rd->leafm[j] = m;
+    }
+    for (int m = 0; m < 2; ++m) {
+        *rd->need[m] = -NEST_INF;
+        rd->wait[m].n = 0;
+        for (int v = 1; v < 2 * st->lsize; ++v) {
+            rd->key[m][v] = NEST_INF;
+        }
+    }
+    for (int j = 0; j < sh->ng[0]; ++j) {
+        if (!leaf_seg_set(st, rd, j)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The least loaded leaf with `need` bytes free (flip: if recomputed), or -1.
+ * Leaves short of `need` leave the tree for the heap; those the lower need
+ * now fits come back. */
+static int leaf_find(nest_state_t *st, nest_round_t *rd, double need, int flip)
+{
+    const int    m = flip ? 1 : 0;
+    leaf_heap_t *h = &rd->wait[m];
+    double      *key = rd->key[m];
+    int          v;
+
+    if (need > *rd->need[m]) {
+        /* a larger need than before (first query): re-check every leaf */
+        *rd->need[m] = need;
+        h->n = 0;
+        for (int j = 0; j < st->sh.ng[0]; ++j) {
+            if (!leaf_key_set(st, rd, j, m)) {
+                return -1;
+            }
+        }
+    }
+    *rd->need[m] = need;
+    while (h->n > 0 && h->free[0] >= need) {
+        const int j = h->leaf[0], t = h->stamp[0];
+        heap_pop(h);
+        if (t == rd->stamp[j] && key[st->lsize + j] >= NEST_INF) {
+            (void)leaf_key_set(st, rd, j, m);   /* fits now: back in the tree */
+        }
+    }
+    for (;;) {
+        int j;
+        if (key[1] >= NEST_INF) {
+            return -1;
+        }
+        for (v = 1; v < st->lsize;) {
+            v = key[2 * v] <= key[2 * v + 1] ? 2 * v : 2 * v + 1;
+        }
+        j = v - st->lsize;
+        if (leaf_free(st, rd, j, m) >= need) {
+            return j;
+        }
+        if (!leaf_key_set(st, rd, j, m)) {   /* cannot happen: needs only fall */
+            return -1;
+        }
+    }
+}
+
+/* Evaluate sequence i on leaf j of round r with flag rc (leaf phase). */
+static int eval_leaf(const nest_state_t *st, int i, int r, int j, int rc, double ref,
+                     nest_option_t *opt)
+{
+    const nest_round_t *rd = &st->round[r];
+    const int           n  = st->sh.off[0] + j;
+    const nest_node_t  *nd = &rd->node[n];
+    double              d1, d2, dm;
+
+    if (nd->rc) {
+        rc = 1;
+    }
+    if (st->sh.deg[0] == 1) {
+        /* a leaf of one rank exchanges nothing: only compute and memory grow
+         * (and a flip to recomputation adds a third of the leaf's compute) */
+        const double s  = (double)st->in->lens[i];
+        const double dc = (rc ? NSP_COST_RECOMPUTE_COMP : 1.0) * st->comp1[i] +
+                          st->cost->ep_s_per_token * s +
+                          ((rc && !nd->rc) ? (NSP_COST_RECOMPUTE_COMP - 1.0) * nd->comp : 0.0);
+        d1 = dc;
+        d2 = st->eta1 * dc;
+        dm = rc ? (nd->tokens + s) * st->a_rc - nd->addm : s * st->a_keep;
+    } else {
+        double a1, a2, am;
+        adds_after(st, nd, 0, i, rc, &a1, &a2, &am);
+        d1 = a1 - nd->add1;
+        d2 = a2 - nd->add2;
+        dm = am - nd->addm;
+    }
+    if (rd->leafm[j] + dm > st->cap) {
+        return 0;
+    }
+    opt->r     = r;
+    opt->node  = n;
+    opt->rc    = rc;
+    opt->peak  = dmax(rd->leaf1[j] + d1, rd->leaf2[j] + d2);
+    opt->area  = st->sh.deg[0] * dmax(d1, d2);
+    option_score(st, opt, ref);
+    return 1;
+}
+
+/* Round maxima during the leaf phase (the tree above is not refreshed). */
+static int route_short(nest_state_t *st, int i, double *rmax)
+{
+    const double  s = (double)st->in->lens[i];
+    const double  d = st->sh.deg[0];
+    const int     rc_only = st->rc_leaves || st->in->lens[i] <= st->rc_below;
+    nest_option_t best, opt;
+
+    memset(&best, 0, sizeof(best));
+    for (int r = 0; r < st->R && !rc_only; ++r) {
+        const double ref = dmax(rmax[r], st->target);
+        const int    j   = leaf_find(st, &st->round[r], s / d * nsp_nest_mem_per_token(st, 0, 0), 0);
+        if (j >= 0 && eval_leaf(st, i, r, j, 0, ref, &opt) && option_better(&opt, &best)) {
+            best = opt;
+        }
+    }
+    if (!best.valid || best.delta > 0.0) {
+        for (int r = 0; r < st->R; ++r) {
+            const double ref = dmax(rmax[r], st->target);
+            const int    j   = leaf_find(st, &st->round[r], s / d * nsp_nest_mem_per_token(st, 0, 1), 1);
+            if (j >= 0 && eval_leaf(st, i, r, j, 1, ref, &opt) && option_better(&opt, &best)) {
+                best = opt;
+            }
+        }
+    }
+    if (!best.valid) {
+        return 0;
+    }
+    {
+        nest_round_t *rd = &st->round[best.r];
+        const int     j  = best.node - st->sh.off[0];
+        nest_node_t  *nd = &rd->node[best.node];
+        const double  o1 = nd->add1, o2 = nd->add2, om = nd->addm;
+        nsp_nest_place(st, i, best.r, best.node, best.rc, 0);
+        rd->leaf1[j] += nd->add1 - o1;
+        rd->leaf2[j] += nd->add2 - o2;
+        rd->leafm[j] += nd->addm - om;
+        if (!leaf_seg_set(st, rd, j)) {
+            return 0;
+        }
+        rmax[best.r] = dmax(rmax[best.r], dmax(rd->leaf1[j], rd->leaf2[j]));
+    }
+    target_update(st, i, best.area);
+    return 1;
+}
+
+/* ---- one routing pass for R rounds ---------------------------------------- */
+
+void nsp_nest_state_clear(nest_state_t *st)
+{
+    for (int r = 0; r < st->R; ++r) {
+        nest_round_t *rd = &st->round[r];
+        for (int n = 0; n < st->sh.nnodes; ++n) {
+            memset(&rd->node[n], 0, sizeof(rd->node[n]));
+            rd->node[n].head = -1;
+        }
+        nsp_nest_round_rebuild(st, rd);
+    }
+    for (int i = 0; i < st->in->nseqs; ++i) {
+        st->loc[i] = st->next[i] = st->prev[i] = -1;
+    }
+}
+
+/* Step of the current state, per layer (sum of round maxima). */
+double nsp_nest_state_step(const nest_state_t *st)
+{
+    double step = 0.0;
+
+    for (int r = 0; r < st->R; ++r) {
+        const double m = nsp_nest_round_max(st, &st->round[r]);
+        step += m > 0.0 ? m + st->rfix : 0.0;   /* a used round pays its fixed cost */
+    }
+    return step;
+}
+
+/* Route the whole batch in R rounds; 0 if some sequence found no place. */
+int nsp_nest_route_all(nest_state_t *st, int R, double work)
+{
+    const nsp_planner_input_t *in = st->in;
+    const double               cap = st->cap;
+    double                     rmax[NSP_PLANNER_DEFAULT_MAX_ROUNDS];
+    double                     reserve = 0.0;
+    int                        k, split = in->nseqs;
+
+    st->R        = R;
+    st->rc_below = 0;
+    st->rc_leaves = 0;
+    /* Memory-tight rounds (fewer than the kept activations need): the
+     * sequences whose recomputation costs least per byte it frees (the
+     * shortest: their extra forward is mostly linear work) are recomputed
+     * up front, shortest first, until the rest fits NEST_MEM_FILL of the
+     * memory kept. Deciding this per group as memory runs out instead fills
+     * the ranks with kept medium sequences and leaves no room to balance. */
+    {
+        const double budget = NEST_MEM_FILL * cap * st->sh.ranks * (double)R;
+        double       demand = 0.0;
+        for (int q = 0; q < in->nseqs; ++q) {
+            demand += (double)in->lens[q] * st->a_keep;
+        }
+        for (int q = in->nseqs - 1; q >= 0 && demand > budget; --q) {
+            const int64_t len = in->lens[in->order[q]];
+            demand -= (double)len * (st->a_keep - st->a_rc);
+            st->rc_below = len;
+        }
+    }
+    st->a_placed = 0.0;
+    st->w_left   = work;
+    st->target   = dmax(st->target_floor, work / (st->sh.ranks * (double)R));
+    nsp_nest_state_clear(st);
+    /* Long sequences (phase 1) are those that would not sit comfortably on
+     * one leaf. The short ones must fit somewhere afterwards: phase 1 leaves
+     * every rank room for its share of them recomputed (the least they can
+     * take), so memory-tight rounds recompute short sequences, whose extra
+     * forward is cheap, rather than fail. */
+    if (st->mode == NSP_ROUTE_NESTED && st->only_level < 0) {
+        for (k = 0; k < in->nseqs; ++k) {
+            const int    i = in->order[k];
+            const double s = (double)in->lens[i];
+            if (alone_time(st, i, 0) <= NEST_LONG_TIME_SHARE * st->target &&
+                s / st->sh.deg[0] * st->a_keep <= NEST_LONG_MEM_SHARE * cap) {
+                break;
+            }
+        }
+        split = k;
+        for (; k < in->nseqs; ++k) {
+            reserve += (double)in->lens[in->order[k]] * st->a_rc;
+        }
+        reserve = dmin(NEST_RESERVE_MARGIN * reserve / (st->sh.ranks * (double)R), 0.5 * cap);
+    }
+    st->cap = cap - reserve;
+    for (k = 0; k < split; ++k) {
+        const int i = in->order[k];
+        if (!route_long(st, i)) {
+            NSP_DEBUG("routing: %d rounds: no place for sequence %d (%lld tokens) in the tree",
+                      R, i, (long long)in->lens[i]);
+            st->cap = cap;
+            return 0;
+        }
+    }
+    st->cap = cap;
+    /* phase 2: the rest fill the leaves. When their kept activations
+     * cannot fit in what phase 1 left free, they go recomputed from the
+     * start: kept leaves would fill up first and the few recomputed ones,
+     * roomy, would then collect everything. */
+    {
+        double left_free = 0.0, demand = 0.0;
+        for (int r = 0; r < R; ++r) {
+            if (!leaf_phase_init(st, &st->round[r])) {
+                return 0;
+            }
+            rmax[r] = nsp_nest_round_max(st, &st->round[r]);
+            for (int j = 0; j < st->sh.ng[0]; ++j) {
+                left_free += dmax(0.0, cap - st->round[r].leafm[j]) * st->sh.deg[0];
+            }
+        }
+        for (int q = split; q < in->nseqs; ++q) {
+            demand += (double)in->lens[in->order[q]] * st->a_keep;
+        }
+        st->rc_leaves = demand > NEST_LEAF_FILL * left_free;
+        NSP_TRACE("routing: %d rounds: %d long sequences; the short ones need %.1f GB kept, "
+                  "%.1f GB free on the leaves: %s", R, split, demand / 1e9, left_free / 1e9,
+                  st->rc_leaves ? "recomputed" : "kept where they fit");
+    }
+    for (; k < in->nseqs; ++k) {
+        if (!route_short(st, in->order[k], rmax)) {
+            NSP_DEBUG("routing: %d rounds: no leaf for sequence %d (%lld tokens)", R,
+                      in->order[k], (long long)in->lens[in->order[k]]);
+            return 0;
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        nsp_nest_round_rebuild(st, &st->round[r]);
+    }
+    return 1;
+}
+
+/* ---- pipelining: ranks that hold a single level ---------------------------- */
+
+/* levels[rank]: nonempty groups holding the rank in round r. */
+static void count_levels(const nest_state_t *st, const nest_round_t *rd, int *levels)
+{
+    const nest_shape_t *sh = &st->sh;
+
+    memset(levels, 0, sizeof(int) * (size_t)sh->ranks);
+    for (int n = 0; n < sh->nnodes; ++n) {
+        if (rd->node[n].nseq > 0) {
+            const int l = sh->level[n], r0 = (n - sh->off[l]) * sh->deg[l];
+            for (int g = r0; g < r0 + sh->deg[l]; ++g) {
+                levels[g]++;
+            }
+        }
+    }
+}
+
+/* Exact per-layer time of round r with the pipelining rule of the final plan
+ * (a group overlaps only if each of its ranks holds another level). */
+static double round_exact(const nest_state_t *st, const nest_round_t *rd, int *levels,
+                          double *C, double *Kp, double *Ks)
+{
+    const nest_shape_t *sh = &st->sh;
+    double              worst = 0.0;
+
+    count_levels(st, rd, levels);
+    memset(C, 0, sizeof(double) * (size_t)sh->ranks);
+    memset(Kp, 0, sizeof(double) * (size_t)sh->ranks);
+    memset(Ks, 0, sizeof(double) * (size_t)sh->ranks);
+    for (int n = 0; n < sh->nnodes; ++n) {
+        const nest_node_t *nd = &rd->node[n];
+        const int          l  = sh->level[n], r0 = (n - sh->off[l]) * sh->deg[l];
+        const double       rcf = nd->rc ? NSP_COST_RECOMPUTE_COMP : 1.0;
+        const double       rcb = nd->rc ? NSP_COST_RECOMPUTE_A2A : 1.0;
+        double             c, k, kr;
+        int                piped = 1;
+        if (nd->nseq == 0) {
+            continue;
+        }
+        c = (rcf * nd->comp + st->cost->ep_s_per_token * nd->tokens) / sh->deg[l];
+        k = sh->deg[l] > 1 ? rcb * nd->bytes / sh->bw[l] + sh->lat4[l] : 0.0;
+        kr = nsp_nest_ring_time(st, l, nd->tokens, nd->rc);
+        for (int g = r0; g < r0 + sh->deg[l]; ++g) {
+            piped &= levels[g] >= 2;
+        }
+        for (int g = r0; g < r0 + sh->deg[l]; ++g) {
+            C[g] += c;
+            if (piped) {
+                Kp[g] += k;
+            } else {
+                Ks[g] += k;
+            }
+            if (kr > 0.0) {
+                Kp[g] += kr;   /* a ring always overlaps its level's compute */
+            }
+        }
+    }
+    for (int g = 0; g < sh->ranks; ++g) {
+        worst = dmax(worst, nsp_cost_rank_time(st->cost, C[g], Kp[g], Ks[g]));
+    }
+    return worst;
+}
+
+typedef struct donor {
+    int64_t len;
+    int     i, leaf;
+} donor_t;
+
+/* Exact per-layer step of the state (pipelining only where each rank of a
+ * group holds another level): the number the final plan will show. */
+double nsp_nest_state_exact(const nest_state_t *st, int *levels, double *buf)
+{
+    const int n = st->sh.ranks;
+    double    step = 0.0;
+
+    for (int r = 0; r < st->R; ++r) {
+        const double m = round_exact(st, &st->round[r], levels, buf, buf + n, buf + 2 * n);
+        step += m > 0.0 ? m + st->rfix : 0.0;   /* a used round pays its fixed cost */
+    }
+    return step;
+}
+
+/* Give every rank that holds only an exchanging level one short leaf sequence
+ * of the same round (the shortest first, from leaves that keep another one),
+ * so its exchange overlaps; keep the moves only if the round's exact time
+ * drops. */
+nsp_status_t nsp_nest_fix_lonely_ranks(nest_state_t *st)
+{
+    const nest_shape_t *sh = &st->sh;
+    const size_t        n  = (size_t)(st->in->nseqs > 0 ? st->in->nseqs : 1);
+    int                *levels = malloc(sizeof(int) * (size_t)sh->ranks);
+    int                *left   = malloc(sizeof(int) * (size_t)sh->ng[0]);
+    double             *buf    = malloc(sizeof(double) * 3 * (size_t)sh->ranks);
+    int                *moved  = malloc(sizeof(int) * 2 * (size_t)sh->ranks);
+    donor_t            *donors = malloc(sizeof(donor_t) * n);
+    nsp_status_t        status = NSP_OK;
+
+    if (levels == NULL || left == NULL || buf == NULL || moved == NULL || donors == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "nested planner: cannot allocate scratch for "
+                           "%d ranks", sh->ranks);
+        goto out_free;
+    }
+    if (sh->deg[0] != 1) {
+        goto out_free;   /* leaves exchange too: nothing to gain */
+    }
+    for (int r = 0; r < st->R; ++r) {
+        nest_round_t *rd = &st->round[r];
+        const double  before = round_exact(st, rd, levels, buf, buf + sh->ranks,
+                                           buf + 2 * sh->ranks);
+        int           nmoved = 0, ndonors = 0, next_donor = 0;
+
+        for (int j = 0; j < sh->ng[0]; ++j) {
+            left[j] = rd->node[sh->off[0] + j].nseq;
+        }
+        /* leaf sequences of this round, shortest first (the batch order is
+         * longest first), at most one per rank is needed */
+        for (int k = st->in->nseqs - 1; k >= 0 && ndonors < sh->ranks; --k) {
+            const int i = st->in->order[k];
+            const int leaf = st->loc[i] - r * sh->nnodes;
+            if (leaf >= 0 && leaf < sh->ng[0]) {   /* level-0 node ids come first */
+                donors[ndonors].len  = st->in->lens[i];
+                donors[ndonors].i    = i;
+                donors[ndonors].leaf = leaf;
+                ++ndonors;
+            }
+        }
+        for (int g = 0; g < sh->ranks && next_donor < ndonors; ++g) {
+            const int dst = sh->off[0] + g;
+            if (levels[g] != 1 || rd->node[dst].nseq > 0) {
+                continue;   /* not lonely, or its single level is the leaf itself */
+            }
+            while (next_donor < ndonors && left[donors[next_donor].leaf] < 2) {
+                ++next_donor;
+            }
+            if (next_donor >= ndonors) {
+                break;
+            }
+            {
+                const donor_t *dn = &donors[next_donor];
+                nest_node_t   *nd = &rd->node[dst];
+                double         l1, l2, m, a1, a2, am;
+                nsp_nest_node_abs(st, rd, dst, &l1, &l2, &m);
+                adds_after(st, nd, 0, dn->i, nd->rc, &a1, &a2, &am);
+                if (m - nd->addm + am > st->cap) {
+                    continue;
+                }
+                moved[2 * nmoved]     = dn->i;
+                moved[2 * nmoved + 1] = sh->off[0] + dn->leaf;
+                ++nmoved;
+                left[dn->leaf]--;
+                ++next_donor;
+                nsp_nest_unplace(st, dn->i);
+                nsp_nest_place(st, dn->i, r, dst, nd->rc, 1);
+            }
+        }
+        if (nmoved > 0) {
+            const double after = round_exact(st, rd, levels, buf, buf + sh->ranks,
+                                             buf + 2 * sh->ranks);
+            if (after >= before) {
+                for (int k = nmoved - 1; k >= 0; --k) {
+                    const int i = moved[2 * k];
+                    nsp_nest_unplace(st, i);
+                    nsp_nest_place(st, i, r, moved[2 * k + 1], rd->node[moved[2 * k + 1]].rc, 1);
+                }
+            }
+            NSP_DEBUG("nested: round %d: %d sequences moved to single-level ranks "
+                      "(%.6f -> %.6f s per layer)%s", r, nmoved, before, after,
+                      after >= before ? ", undone" : "");
+        }
+    }
+out_free:
+    free(donors);
+    free(moved);
+    free(buf);
+    free(left);
+    free(levels);
+    return status;
+}

@@ -1,0 +1,547 @@
+/*
+ * The routing engine's load tree (route_internal.h): the tree's shape, each
+ * round's node aggregates (per-rank adds, maxima of L1, L2 and memory below a
+ * node, and per lower level the least loaded and the least full group below
+ * it), the least-loaded-group-with-room query, and placing or removing a
+ * sequence with the updates along its path. O(levels) per query,
+ * O(levels^2) per update.
+ */
+#include "planner/route_internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- shape --------------------------------------------------------------- */
+
+void nsp_nest_shape_free(nest_shape_t *sh)
+{
+    free(sh->level);
+    free(sh->parent);
+    free(sh->first_child);
+    free(sh->nchild);
+    free(sh->roots);
+    free(sh->vslot);
+    memset(sh, 0, sizeof(*sh));
+}
+
+typedef struct root_key {
+    int rank0, id;
+} root_key_t;
+
+static int cmp_root(const void *a, const void *b)
+{
+    const root_key_t *x = a, *y = b;
+
+    return (x->rank0 > y->rank0) - (x->rank0 < y->rank0);
+}
+
+nsp_status_t nsp_nest_shape_init(nest_shape_t *sh, const nsp_planner_input_t *in)
+{
+    const nsp_cost_t *cost = &in->cost;
+    root_key_t       *keys = NULL;
+    int               n = 0;
+
+    memset(sh, 0, sizeof(*sh));
+    sh->ranks = cost->cluster.ranks;
+    sh->nl    = in->nlevels;
+    for (int l = 0; l < sh->nl; ++l) {
+        sh->deg[l]  = in->level_degrees[l];
+        sh->ng[l]   = sh->ranks / sh->deg[l];
+        sh->off[l]  = n;
+        sh->ring[l] = in->level_ring[l] > 0 ? in->level_ring[l] : 1;
+        {
+            const int u = sh->deg[l] / sh->ring[l];
+            sh->bw[l]   = nsp_cost_bw(cost, u);
+            sh->lat4[l] = u > 1 ? NSP_COST_A2A_PER_LAYER * nsp_cost_lat(cost, u) : 0.0;
+        }
+        for (int rc = 0; rc <= 1; ++rc) {
+            /* nsp_cost_ring_bytes is linear in s: its value at s = 1 */
+            sh->rcoef[l][rc] = sh->ring[l] > 1 ?
+                nsp_cost_ring_bytes(cost, 1.0, sh->deg[l], sh->ring[l], rc) /
+                nsp_cost_bw(cost, sh->deg[l]) : 0.0;
+            sh->rlat[l][rc] = nsp_cost_ring_messages(sh->ring[l], rc) *
+                              nsp_cost_lat(cost, sh->deg[l]);
+        }
+        sh->ringm[l] = nsp_cost_ring_mem_per_token(cost, sh->deg[l], sh->ring[l]);
+        n += sh->ng[l];
+    }
+    sh->nnodes      = n;
+    sh->level       = malloc(sizeof(int) * (size_t)n);
+    sh->parent      = malloc(sizeof(int) * (size_t)n);
+    sh->first_child = malloc(sizeof(int) * (size_t)n);
+    sh->nchild      = malloc(sizeof(int) * (size_t)n);
+    sh->vslot       = malloc(sizeof(int) * (size_t)n);
+    keys            = malloc(sizeof(*keys) * (size_t)n);
+    if (sh->level == NULL || sh->parent == NULL || sh->first_child == NULL ||
+        sh->nchild == NULL || sh->vslot == NULL || keys == NULL) {
+        free(keys);
+        nsp_nest_shape_free(sh);
+        return nsp_error(NSP_ERR_NO_MEMORY, "nested planner: cannot allocate a tree of %d "
+                         "groups", n);
+    }
+    for (int l = 0; l < sh->nl; ++l) {
+        for (int j = 0; j < sh->ng[l]; ++j) {
+            const int id = sh->off[l] + j;
+            sh->level[id] = l;
+            sh->vslot[id] = -1;
+            if (l > 0) {
+                const int ratio = sh->deg[l] / sh->deg[l - 1];
+                sh->first_child[id] = sh->off[l - 1] + j * ratio;
+                sh->nchild[id]      = ratio;
+            } else {
+                sh->first_child[id] = -1;
+                sh->nchild[id]      = 0;
+            }
+            sh->parent[id] = -1;
+            if (l + 1 < sh->nl) {
+                const int p = j * sh->deg[l] / sh->deg[l + 1];
+                if (p < sh->ng[l + 1]) {
+                    sh->parent[id] = sh->off[l + 1] + p;
+                }
+            }
+            if (sh->parent[id] < 0) {
+                keys[sh->nroots].rank0 = j * sh->deg[l];
+                keys[sh->nroots].id    = id;
+                sh->nroots++;
+            }
+        }
+    }
+    qsort(keys, (size_t)sh->nroots, sizeof(*keys), cmp_root);
+    sh->roots = malloc(sizeof(int) * (size_t)(sh->nroots > 0 ? sh->nroots : 1));
+    if (sh->roots == NULL) {
+        free(keys);
+        nsp_nest_shape_free(sh);
+        return nsp_error(NSP_ERR_NO_MEMORY, "nested planner: cannot allocate %d roots",
+                         sh->nroots);
+    }
+    for (int k = 0; k < sh->nroots; ++k) {
+        sh->roots[k] = keys[k].id;
+        sh->vslot[keys[k].id] = k;
+    }
+    free(keys);
+    sh->vsize = 1;
+    while (sh->vsize < sh->nroots) {
+        sh->vsize *= 2;
+    }
+    return NSP_OK;
+}
+
+/* ---- per-round state ----------------------------------------------------- */
+
+void nsp_nest_round_free(nest_round_t *rd)
+{
+    free(rd->node);
+    free(rd->mm1);
+    free(rd->mmm);
+    free(rd->v1);
+    free(rd->v2);
+    free(rd->vm);
+    free(rd->vmm1);
+    free(rd->vmmm);
+    free(rd->leaf1);
+    free(rd->leaf2);
+    free(rd->leafm);
+    for (int m = 0; m < 2; ++m) {
+        free(rd->key[m]);
+        free(rd->need[m]);
+        free(rd->wait[m].free);
+        free(rd->wait[m].leaf);
+        free(rd->wait[m].stamp);
+    }
+    free(rd->stamp);
+    memset(rd, 0, sizeof(*rd));
+}
+
+nsp_status_t nsp_nest_round_alloc(nest_state_t *st, nest_round_t *rd)
+{
+    const nest_shape_t *sh = &st->sh;
+    const size_t        nn = (size_t)sh->nnodes, nl = (size_t)sh->nl;
+    const size_t        vv = 2 * (size_t)sh->vsize, ls = 2 * (size_t)st->lsize;
+
+    rd->node  = calloc(nn, sizeof(*rd->node));
+    rd->mm1   = malloc(sizeof(double) * nn * nl);
+    rd->mmm   = malloc(sizeof(double) * nn * nl);
+    rd->v1    = malloc(sizeof(double) * vv);
+    rd->v2    = malloc(sizeof(double) * vv);
+    rd->vm    = malloc(sizeof(double) * vv);
+    rd->vmm1  = malloc(sizeof(double) * vv * nl);
+    rd->vmmm  = malloc(sizeof(double) * vv * nl);
+    rd->leaf1 = malloc(sizeof(double) * (size_t)sh->ng[0]);
+    rd->leaf2 = malloc(sizeof(double) * (size_t)sh->ng[0]);
+    rd->leafm = malloc(sizeof(double) * (size_t)sh->ng[0]);
+    for (int m = 0; m < 2; ++m) {
+        rd->key[m]  = malloc(sizeof(double) * ls);
+        rd->need[m] = malloc(sizeof(double));
+    }
+    rd->stamp = calloc((size_t)sh->ng[0], sizeof(int));
+    if (rd->node == NULL || rd->mm1 == NULL || rd->mmm == NULL || rd->v1 == NULL ||
+        rd->v2 == NULL || rd->vm == NULL || rd->vmm1 == NULL || rd->vmmm == NULL ||
+        rd->leaf1 == NULL || rd->leaf2 == NULL || rd->leafm == NULL || rd->key[0] == NULL ||
+        rd->key[1] == NULL || rd->need[0] == NULL || rd->need[1] == NULL || rd->stamp == NULL) {
+        nsp_nest_round_free(rd);
+        return nsp_error(NSP_ERR_NO_MEMORY, "nested planner: cannot allocate a round of %d "
+                         "groups", sh->nnodes);
+    }
+    return NSP_OK;
+}
+
+/* Ring exchange seconds per layer of a level-l group holding `tokens`
+ * (sum of its sequences' lengths); 0 for a Ulysses level. */
+double nsp_nest_ring_time(const nest_state_t *st, int l, double tokens, int rc)
+{
+    if (st->sh.ring[l] <= 1) {
+        return 0.0;
+    }
+    return tokens * st->sh.rcoef[l][rc != 0] + st->sh.rlat[l][rc != 0];
+}
+
+/* Activation (+ ring buffer) bytes per token held at level l. */
+double nsp_nest_mem_per_token(const nest_state_t *st, int l, int rc)
+{
+    return (rc ? st->a_rc : st->a_keep) + st->sh.ringm[l];
+}
+
+/* Per-rank additions of a group from its sums. */
+void nsp_nest_node_adds(const nest_state_t *st, int l, nest_node_t *nd)
+{
+    const double rcf = nd->rc ? NSP_COST_RECOMPUTE_COMP : 1.0;
+    const double rcb = nd->rc ? NSP_COST_RECOMPUTE_A2A : 1.0;
+    const double d   = st->sh.deg[l];
+    const double C   = (rcf * nd->comp + st->cost->ep_s_per_token * nd->tokens) / d;
+    double       K   = (nd->nseq > 0 && st->sh.deg[l] > 1) ?
+                       rcb * nd->bytes / st->sh.bw[l] + st->sh.lat4[l] : 0.0;
+
+    if (st->sh.ring[l] > 1 && nd->nseq > 0) {
+        K += nsp_nest_ring_time(st, l, nd->tokens, nd->rc);   /* overlaps like a pipelined level */
+    }
+    nd->add1 = C + st->eta1 * K;
+    nd->add2 = st->eta1 * C + K;
+    nd->addm = nd->tokens / d * ((nd->rc ? st->a_rc : st->a_keep) + st->sh.ringm[l]);
+}
+
+/* Recompute a node's aggregates from its adds and its children. */
+static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n)
+{
+    const nest_shape_t *sh = &st->sh;
+    const int           l  = sh->level[n], nl = sh->nl;
+    nest_node_t        *nd = &rd->node[n];
+    double             *m1 = &rd->mm1[(size_t)n * nl], *mm = &rd->mmm[(size_t)n * nl];
+
+    nsp_nest_node_adds(st, l, nd);
+    nd->occ = 0;
+    if (l == 0) {
+        nd->agg1 = nd->add1;
+        nd->agg2 = nd->add2;
+        nd->aggm = nd->addm;
+    } else {
+        const int c0 = sh->first_child[n], nc = sh->nchild[n];
+        double    a1 = -NEST_INF, a2 = -NEST_INF, am = -NEST_INF;
+        for (int lp = 0; lp < l; ++lp) {
+            m1[lp] = NEST_INF;
+            mm[lp] = NEST_INF;
+        }
+        for (int c = c0; c < c0 + nc; ++c) {
+            const nest_node_t *cd  = &rd->node[c];
+            const double      *cm1 = &rd->mm1[(size_t)c * nl], *cmm = &rd->mmm[(size_t)c * nl];
+            a1 = dmax(a1, cd->agg1);
+            a2 = dmax(a2, cd->agg2);
+            am = dmax(am, cd->aggm);
+            nd->occ += cd->occ + (cd->nseq > 0);
+            for (int lp = 0; lp < l; ++lp) {
+                m1[lp] = dmin(m1[lp], cm1[lp]);
+                mm[lp] = dmin(mm[lp], cmm[lp]);
+            }
+        }
+        nd->agg1 = nd->add1 + a1;
+        nd->agg2 = nd->add2 + a2;
+        nd->aggm = nd->addm + am;
+        for (int lp = 0; lp < l; ++lp) {
+            if (st->mode == NSP_ROUTE_DISJOINT && nd->nseq > 0) {
+                m1[lp] = mm[lp] = NEST_INF;   /* used: nothing below may open */
+            } else {
+                m1[lp] += nd->add1;
+                mm[lp] += nd->addm;
+            }
+        }
+    }
+    if (st->mode == NSP_ROUTE_DISJOINT && nd->occ > 0) {
+        m1[l] = mm[l] = NEST_INF;   /* something below is used: not joinable */
+    } else {
+        m1[l] = nd->agg1;
+        mm[l] = nd->aggm;
+    }
+    for (int lp = l + 1; lp < nl; ++lp) {
+        m1[lp] = NEST_INF;
+        mm[lp] = NEST_INF;
+    }
+}
+
+/* Virtual tree: leaf k is root k; padding leaves hold nothing. */
+static void vleaf_set(const nest_state_t *st, nest_round_t *rd, int k)
+{
+    const int    nl = st->sh.nl, v = st->sh.vsize + k;
+    double      *vm1 = &rd->vmm1[(size_t)v * nl], *vmm = &rd->vmmm[(size_t)v * nl];
+
+    if (k < st->sh.nroots) {
+        const int          n  = st->sh.roots[k];
+        const nest_node_t *nd = &rd->node[n];
+        rd->v1[v] = nd->agg1;
+        rd->v2[v] = nd->agg2;
+        rd->vm[v] = nd->aggm;
+        memcpy(vm1, &rd->mm1[(size_t)n * nl], sizeof(double) * (size_t)nl);
+        memcpy(vmm, &rd->mmm[(size_t)n * nl], sizeof(double) * (size_t)nl);
+    } else {
+        rd->v1[v] = rd->v2[v] = rd->vm[v] = -NEST_INF;
+        for (int l = 0; l < nl; ++l) {
+            vm1[l] = vmm[l] = NEST_INF;
+        }
+    }
+}
+
+static void vnode_aggregate(const nest_state_t *st, nest_round_t *rd, int v)
+{
+    const int nl = st->sh.nl, a = 2 * v, b = 2 * v + 1;
+
+    rd->v1[v] = dmax(rd->v1[a], rd->v1[b]);
+    rd->v2[v] = dmax(rd->v2[a], rd->v2[b]);
+    rd->vm[v] = dmax(rd->vm[a], rd->vm[b]);
+    for (int l = 0; l < nl; ++l) {
+        rd->vmm1[(size_t)v * nl + l] = dmin(rd->vmm1[(size_t)a * nl + l], rd->vmm1[(size_t)b * nl + l]);
+        rd->vmmm[(size_t)v * nl + l] = dmin(rd->vmmm[(size_t)a * nl + l], rd->vmmm[(size_t)b * nl + l]);
+    }
+}
+
+/* After a change of node n: refresh it, its ancestors and the virtual path. */
+void nsp_nest_propagate(const nest_state_t *st, nest_round_t *rd, int n)
+{
+    int root = n, v;
+
+    for (int p = n; p >= 0; p = st->sh.parent[p]) {
+        node_aggregate(st, rd, p);
+        root = p;
+    }
+    v = st->sh.vslot[root];
+    vleaf_set(st, rd, v);
+    for (v = (st->sh.vsize + v) / 2; v >= 1; v /= 2) {
+        vnode_aggregate(st, rd, v);
+    }
+}
+
+/* Rebuild every aggregate of a round from the node sums: O(nodes * levels). */
+void nsp_nest_round_rebuild(const nest_state_t *st, nest_round_t *rd)
+{
+    for (int n = 0; n < st->sh.nnodes; ++n) {   /* level 0 first: ids ascend by level */
+        node_aggregate(st, rd, n);
+    }
+    for (int k = 0; k < st->sh.vsize; ++k) {
+        vleaf_set(st, rd, k);
+    }
+    for (int v = st->sh.vsize - 1; v >= 1; --v) {
+        vnode_aggregate(st, rd, v);
+    }
+}
+
+/* The round's slowest rank, per layer. */
+double nsp_nest_round_max(const nest_state_t *st, const nest_round_t *rd)
+{
+    const double m = dmax(rd->v1[1], rd->v2[1]);
+
+    (void)st;
+    return m > 0.0 ? m : 0.0;
+}
+
+/* Absolute L1, L2, memory maxima over the ranks of group n. */
+void nsp_nest_node_abs(const nest_state_t *st, const nest_round_t *rd, int n,
+                     double *l1, double *l2, double *m)
+{
+    const nest_node_t *nd = &rd->node[n];
+    double             a1 = nd->agg1, a2 = nd->agg2, am = nd->aggm;
+
+    for (int p = st->sh.parent[n]; p >= 0; p = st->sh.parent[p]) {
+        a1 += rd->node[p].add1;
+        a2 += rd->node[p].add2;
+        am += rd->node[p].addm;
+    }
+    *l1 = a1;
+    *l2 = a2;
+    *m  = am;
+}
+
+/* The least loaded group of level l in a round with `need` bytes of room on
+ * each of its ranks (a descent along min-L1 children with room), or -1. */
+int nsp_nest_find_group(const nest_state_t *st, const nest_round_t *rd, int l, double need)
+{
+    const nest_shape_t *sh = &st->sh;
+    const int           nl = sh->nl;
+    const double        room = st->cap - need;
+    int                 v = 1, n;
+    double              acc_m = 0.0;
+
+    if (rd->vmmm[(size_t)1 * nl + l] > room) {
+        return -1;
+    }
+    while (v < sh->vsize) {
+        const int a = 2 * v, b = a + 1;
+        const int ok_a = rd->vmmm[(size_t)a * nl + l] <= room;
+        const int ok_b = rd->vmmm[(size_t)b * nl + l] <= room;
+        if (ok_a && (!ok_b || rd->vmm1[(size_t)a * nl + l] <= rd->vmm1[(size_t)b * nl + l])) {
+            v = a;
+        } else {
+            v = b;
+        }
+    }
+    n = sh->roots[v - sh->vsize];
+    while (sh->level[n] > l) {
+        const int c0 = sh->first_child[n], nc = sh->nchild[n];
+        int       best = -1;
+        double    best1 = NEST_INF;
+        acc_m += rd->node[n].addm;
+        for (int c = c0; c < c0 + nc; ++c) {
+            const double cm = rd->mmm[(size_t)c * nl + l] + acc_m;
+            const double c1 = rd->mm1[(size_t)c * nl + l];
+            if (cm <= room && c1 < best1) {
+                best1 = c1;
+                best  = c;
+            }
+        }
+        if (best < 0) {
+            return -1;   /* cannot happen: the parent's minimum came from a child */
+        }
+        n = best;
+    }
+    return n;
+}
+
+/* ---- sequences in groups ------------------------------------------------- */
+
+static void node_link(nest_state_t *st, nest_node_t *nd, int i)
+{
+    st->prev[i] = -1;
+    st->next[i] = nd->head;
+    if (nd->head >= 0) {
+        st->prev[nd->head] = i;
+    }
+    nd->head = i;
+}
+
+static void node_unlink(nest_state_t *st, nest_node_t *nd, int i)
+{
+    if (st->prev[i] >= 0) {
+        st->next[st->prev[i]] = st->next[i];
+    } else {
+        nd->head = st->next[i];
+    }
+    if (st->next[i] >= 0) {
+        st->prev[st->next[i]] = st->prev[i];
+    }
+    st->next[i] = st->prev[i] = -1;
+}
+
+/* Add (sign +1) or remove (-1) sequence i to/from the sums of node n. */
+void nsp_nest_node_account(const nest_state_t *st, nest_node_t *nd, int l, int i, int sign)
+{
+    const double s = (double)st->in->lens[i];
+
+    nd->comp   += sign * st->comp1[i];
+    nd->tokens += sign * s;
+    nd->bytes  += sign * nsp_cost_group_a2a_bytes(st->cost, s, st->sh.deg[l], st->sh.ring[l]);
+    nd->nseq   += sign;
+    if (nd->nseq == 0) {   /* exact zeros: no drift after many moves */
+        nd->comp = nd->tokens = nd->bytes = 0.0;
+    }
+}
+
+/* Place sequence i in node n of round r with the group's flag set to rc. */
+void nsp_nest_place(nest_state_t *st, int i, int r, int n, int rc, int do_propagate)
+{
+    nest_round_t *rd = &st->round[r];
+    nest_node_t  *nd = &rd->node[n];
+
+    nsp_nest_node_account(st, nd, st->sh.level[n], i, +1);
+    nd->rc = rc;
+    node_link(st, nd, i);
+    st->loc[i] = r * st->sh.nnodes + n;
+    if (do_propagate) {
+        nsp_nest_propagate(st, rd, n);
+    } else {
+        nsp_nest_node_adds(st, st->sh.level[n], nd);
+    }
+}
+
+void nsp_nest_unplace(nest_state_t *st, int i)
+{
+    const int     r  = st->loc[i] / st->sh.nnodes, n = st->loc[i] % st->sh.nnodes;
+    nest_round_t *rd = &st->round[r];
+    nest_node_t  *nd = &rd->node[n];
+
+    nsp_nest_node_account(st, nd, st->sh.level[n], i, -1);
+    node_unlink(st, nd, i);
+    st->loc[i] = -1;
+    nsp_nest_propagate(st, rd, n);
+}
+
+/* ---- the state: the tree of every round and where each sequence is ---- */
+
+void nsp_nest_state_free(nest_state_t *st)
+{
+    if (st->round != NULL) {
+        for (int r = 0; r < st->nalloc; ++r) {
+            nsp_nest_round_free(&st->round[r]);
+        }
+    }
+    free(st->round);
+    free(st->loc);
+    free(st->next);
+    free(st->prev);
+    free(st->comp1);
+    nsp_nest_shape_free(&st->sh);
+}
+
+nsp_status_t nsp_nest_state_init(nest_state_t *st, const nsp_planner_input_t *in,
+                                 nsp_route_mode_t mode, int Rcap)
+{
+    const size_t n = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
+
+    memset(st, 0, sizeof(*st));
+    st->only_level = -1;
+    st->in     = in;
+    st->cost   = &in->cost;
+    st->mode   = mode;
+    st->eta1   = mode == NSP_ROUTE_NESTED ? 1.0 - in->cost.cluster.overlap : 1.0;
+    st->rfix   = in->cost.round_s / in->cost.model.layers;
+    st->cap    = in->mem_cap;
+    st->a_keep = in->cost.act_bytes_keep;
+    st->a_rc   = in->cost.act_bytes_recompute;
+    NSP_CHECK(nsp_nest_shape_init(&st->sh, in));
+    st->lsize = 1;
+    while (st->lsize < st->sh.ng[0]) {
+        st->lsize *= 2;
+    }
+    st->Rcap  = Rcap;
+    st->round = calloc((size_t)Rcap, sizeof(*st->round));
+    st->loc   = malloc(sizeof(int) * n);
+    st->next  = malloc(sizeof(int) * n);
+    st->prev  = malloc(sizeof(int) * n);
+    st->comp1 = malloc(sizeof(double) * n);
+    if (st->round == NULL || st->loc == NULL || st->next == NULL || st->prev == NULL ||
+        st->comp1 == NULL) {
+        nsp_nest_state_free(st);
+        return nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate state for %d sequences",
+                         in->nseqs);
+    }
+    for (int i = 0; i < in->nseqs; ++i) {
+        st->comp1[i] = nsp_cost_comp(st->cost, (double)in->lens[i], 1);
+    }
+    return NSP_OK;
+}
+
+/* Allocate rounds up to R (they are allocated on first use). */
+nsp_status_t nsp_nest_ensure_rounds(nest_state_t *st, int R)
+{
+    for (; st->nalloc < R; ++st->nalloc) {
+        NSP_CHECK(nsp_nest_round_alloc(st, &st->round[st->nalloc]));
+    }
+    return NSP_OK;
+}
