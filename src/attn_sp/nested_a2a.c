@@ -1032,12 +1032,12 @@ static nsp_status_t level_setup(nsp_tree_t *tree, const nsp_layout_t *layout, a2
     NSP_CHECK(nsp_layout_degree_id(layout, l, &L->degree_id));
     NSP_CHECK(nsp_pack_self_is_first(&L->view, op->heads, &L->self_first));
     NSP_CHECK(level_make_parts(L));
-    NSP_INFO("nested all-to-all %s: level %d degree %d (group %d..%d, %s), %d seqs in %d "
-             "part(s) (%d in place), sends %zu B, receives %zu B",
-             op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d, L->lv.rank0,
-             L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world" : "tree group",
-             L->lv.nseqs, L->nparts, level_direct_parts(L), level_bytes(L, 0),
-             level_bytes(L, 1));
+    NSP_DEBUG("nested all-to-all %s: level %d degree %d (group %d..%d, %s), %d seqs in %d "
+              "part(s) (%d in place), sends %zu B, receives %zu B",
+              op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d, L->lv.rank0,
+              L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world" : "tree group",
+              L->lv.nseqs, L->nparts, level_direct_parts(L), level_bytes(L, 0),
+              level_bytes(L, 1));
     NSP_CHECK(level_setup_mapped(L));
     if (L->may_map) {
         NSP_CHECK(nsp_levels_push(op->queues, l, step_announce, L, "announce mapped source"));

@@ -452,11 +452,11 @@ static nsp_status_t ca_level_setup(nsp_tree_t *tree, const nsp_layout_t *layout,
     if (L->in_place) {
         ca_in_place_displs(L, op->dir == NSP_A2A_SEQ_TO_HEAD ? L->rd : L->sd);
     }
-    NSP_INFO("%s %s: level %d degree %d (group %d..%d, %s), %d seqs, sends %zu B, receives "
-             "%zu B%s", CA_WHAT, op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d,
-             L->lv.rank0, L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world"
-                                                            : "tree group",
-             L->lv.nseqs, nsp_a2a_sum(L->sb, d), nsp_a2a_sum(L->rb, d), L->in_place ? ", in place" : "");
+    NSP_DEBUG("%s %s: level %d degree %d (group %d..%d, %s), %d seqs, sends %zu B, receives "
+              "%zu B%s", CA_WHAT, op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d,
+              L->lv.rank0, L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world"
+                                                             : "tree group",
+              L->lv.nseqs, nsp_a2a_sum(L->sb, d), nsp_a2a_sum(L->rb, d), L->in_place ? ", in place" : "");
     NSP_CHECK(nsp_levels_push(op->queues, l, ca_step_exchange, L, "exchange"));
     return NSP_OK;
 }
