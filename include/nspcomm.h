@@ -1227,13 +1227,63 @@ nsp_status_t nsp_a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
 NSP_EXPORT
 nsp_status_t nsp_layout_check(nsp_tree_t *tree, const nsp_layout_t *layout);
 
+/*
+ * Persistent nested all-to-alls, in the manner of UCC's persistent
+ * collectives: nsp_a2a_create() does once what every post would (levels,
+ * parts, scratch, device tables, the agreement check), nsp_a2a_start() runs
+ * the exchange on a pair of buffers, as often as the caller likes, and
+ * nsp_a2a_destroy() frees it. nsp_a2a_post() is create + start, with the
+ * handle freed with its last request. Each start takes the next operation
+ * number of the tree's world (its tags; the agreement check of a create
+ * includes it), so every rank creates, starts and posts the same exchanges
+ * in the same order on a world, as for any collective. A world (and its
+ * handles) is used by one thread at a time; two worlds are independent,
+ * in one thread or in two.
+ */
+typedef struct nsp_a2a nsp_a2a_t;
+
 /**
- * The nested all-to-all keeps its host scratch buffers (pack and receive
- * space) for the next call; this releases them. Call it when no nested
- * all-to-all is in flight (otherwise NSP_ERR_INVALID_ARG). After an exchange
- * failed (its requests freed unfinished), the transport may still write into
- * its buffers until the communicator is destroyed: destroy the tree and the
- * communicator first, then release the cache and free src/dst.
+ * Build the exchange of `layout` over `tree` with `params` (src, dst and
+ * stream are not read: they come with each start). tree and layout are
+ * borrowed until nsp_a2a_destroy(). On success *a2a is owned by the caller.
+ * Collective over the world when params->check (the agreement check).
+ * Errors: as nsp_a2a_post(), except that buffers are checked at start.
+ */
+NSP_EXPORT
+nsp_status_t nsp_a2a_create(nsp_tree_t *tree, const nsp_layout_t *layout,
+                            const nsp_a2a_params_t *params, nsp_a2a_t **a2a);
+
+/**
+ * Start one exchange of `a2a` from src to dst (as params.src and params.dst
+ * of nsp_a2a_post(), borrowed until every request completed) on `stream`
+ * (the CUDA path's cudaStream_t; NULL on the host). reqs[nlevels] receives
+ * one request per level, owned by the caller, who frees each (the handle
+ * may start again once all are freed). Collective over the world (every
+ * rank starts its handle of the same exchange).
+ * Errors: NSP_ERR_INVALID_ARG (NULL handle or reqs, NULL src or dst where
+ * this rank holds data, requests of the last start still held),
+ * NSP_ERR_UNSUPPORTED (a stream on the host path), and the errors of the
+ * transport as nsp_a2a_post().
+ */
+NSP_EXPORT
+nsp_status_t nsp_a2a_start(nsp_a2a_t *a2a, const void *src, void *dst, void *stream,
+                           nsp_request_t **reqs);
+
+/**
+ * Free a handle from nsp_a2a_create() (NULL: no-op). Errors:
+ * NSP_ERR_INVALID_ARG while requests of its last start are still held
+ * (free them first; the handle is kept).
+ */
+NSP_EXPORT
+nsp_status_t nsp_a2a_destroy(nsp_a2a_t *a2a);
+
+/**
+ * Does nothing and returns NSP_OK; kept so that callers of earlier versions
+ * build. Scratch space and device tables now belong to the exchange handles
+ * and to the world, and go with nsp_a2a_destroy() and nsp_comm_destroy().
+ * After an exchange failed (its requests freed unfinished), the transport
+ * may still write into its buffers until the communicator is destroyed:
+ * destroy the tree and the communicator first, then free src and dst.
  */
 NSP_EXPORT
 nsp_status_t nsp_a2a_release_cache(void);

@@ -69,7 +69,6 @@ struct nsp_nested_attn_saved {
     float                   *lse;
 };
 
-static uint32_t nattn_calls; /* every rank counts its calls alike (ring tags) */
 
 /* ---- slices -------------------------------------------------------------- */
 
@@ -453,6 +452,7 @@ typedef struct nattn_call {
     nattn_xfer_t             x[NATTN_MAX_XFERS];
     int                      nx;
     nsp_nested_attn_stats_t  st;
+    uint32_t                 seq;  /* the world's operation number of the call (ring tags) */
 } nattn_call_t;
 
 typedef struct xfer_args {
@@ -616,9 +616,10 @@ static nsp_status_t call_begin(nattn_call_t *c, nsp_nested_attn_t *a, int kind,
         s->nseqs   = L->nk;
         s->tokens  = L->lv.full_tokens;
     }
-    nattn_calls++;
+    c->seq = nsp_comm_seq(a->world); /* every rank counts its calls alike */
+    nsp_comm_seq_next(a->world);
     if (a->check) {
-        int64_t v[2] = {kind, (int64_t)nattn_calls};
+        int64_t v[2] = {kind, (int64_t)c->seq};
         return agree(a->world, nsp_fnv1a(a->hash, v, sizeof(v)), local,
                      kind == KIND_FWD ? "nested attention forward"
                                       : "nested attention backward (every rank must pass "
@@ -741,7 +742,7 @@ static nsp_status_t level_compute_ring(nattn_call_t *c, int l, const level_ptrs_
     io.proto        = level_proto(a, L, l);
     io.progress     = call_progress;
     io.progress_ctx = c;
-    io.call         = nattn_calls;
+    io.call         = c->seq;
     if (!bwd) {
         status = nsp_ring_level_fwd(L->ring, &io, (const float *)p->q, (const float *)p->k,
                                     (const float *)p->v, (float *)p->out_o, p->out_lse);

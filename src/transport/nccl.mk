@@ -51,6 +51,10 @@ libnspcomm_la_SOURCES += \
 	src/attn_sp/pack_cuda.c \
 	src/attn_sp/pack_cuda_kernels.cu \
 	src/attn_sp/nested_a2a_cuda.c
+else
+libnspcomm_la_SOURCES += src/attn_sp/nested_a2a_nocuda.c
+endif
+if NSP_CUDA
 # No dependency tracking for .cu: name the headers the kernels include.
 src/attn_sp/pack_cuda_kernels.lo: $(srcdir)/src/attn_sp/pack_map.h \
 	$(srcdir)/src/attn_sp/pack_cuda_kernels.h
