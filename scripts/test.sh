@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 2: build (if needed) and run the whole test suite (TAP, via
-# `make check`), then the suite again in a separate ASan/UBSan build.
-# Set NSP_SKIP_SANITIZERS=1 to skip the second pass.
+# `make check`), then the suite again in a separate ASan/UBSan build, then
+# the threaded tests in a ThreadSanitizer build (build-tsan/, without CUDA).
+# Set NSP_SKIP_SANITIZERS=1 to skip the sanitizer passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -19,4 +20,17 @@ if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         make -C build-asan -j"$jobs" check
+fi
+if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
+    # Threads with a world each (tests/a2a/test_a2a_worlds); UCX itself is
+    # not instrumented and needed no suppressions (UCX 1.13).
+    tsan_tests="tests/a2a/test_a2a_worlds"
+    echo "== $tsan_tests under ThreadSanitizer (build-tsan/)"
+    mkdir -p build-tsan
+    if [ ! -f build-tsan/Makefile ]; then
+        (cd build-tsan && ../configure --enable-tsan >/dev/null)
+    fi
+    UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+        make -C build-tsan -j"$jobs" check TESTS="$tsan_tests"
 fi

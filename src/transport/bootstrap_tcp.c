@@ -807,6 +807,7 @@ nsp_status_t nsp_bootstrap_tcp_serve(int port, int with_nonce, nsp_unique_id_t *
     struct in_addr addr;
     pthread_attr_t attr;
     pthread_t      thread;
+    nsp_unique_id_t made;
     nsp_status_t   status;
     int            bound_port = 0;
 
@@ -829,6 +830,13 @@ nsp_status_t nsp_bootstrap_tcp_serve(int port, int with_nonce, nsp_unique_id_t *
         }
     }
     srv->pid = getpid();
+    /* before the thread starts: it frees srv once the rendezvous is over */
+    tcp_id_store(&srv->id, &made);
+    {
+        char where[64];
+        tcp_id_where(&srv->id, where, sizeof(where));
+        NSP_DEBUG("rendezvous server listening at %s", where);
+    }
     tcp_registry_add(srv);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -839,12 +847,7 @@ nsp_status_t nsp_bootstrap_tcp_serve(int port, int with_nonce, nsp_unique_id_t *
         goto err_free_srv;
     }
     pthread_attr_destroy(&attr);
-    tcp_id_store(&srv->id, id);
-    {
-        char where[64];
-        tcp_id_where(&srv->id, where, sizeof(where));
-        NSP_DEBUG("rendezvous server listening at %s", where);
-    }
+    *id = made;
     return NSP_OK;
 err_free_srv:
     srv_free(srv);
