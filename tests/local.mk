@@ -14,3 +14,7 @@ tests_test_status_LDADD = tests/libnsptest.la libnspcomm_planner.la
 # The libraries export exactly what include/nspcomm.h declares (nm -D).
 TESTS += tests/test_exports.sh
 dist_noinst_SCRIPTS += tests/test_exports.sh
+
+# The structure of src/: no call cycles between objects, function lengths.
+TESTS += tests/test_structure.sh
+dist_noinst_SCRIPTS += tests/test_structure.sh

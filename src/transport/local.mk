@@ -5,6 +5,7 @@ if NSP_COMM
 libnspcomm_la_SOURCES += \
 	src/transport/request.c \
 	src/transport/transport.c \
+	src/transport/registry.c \
 	src/transport/bootstrap_tcp.c \
 	src/transport/bootstrap_oob.c \
 	src/transport/ucx.c \
