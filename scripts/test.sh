@@ -6,15 +6,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+# configured DIR OPTION: a build tree DIR configured with OPTION (once).
+configured() {
+    mkdir -p "$1"
+    if [ ! -f "$1/Makefile" ]; then
+        (cd "$1" && ../configure "$2" >/dev/null)
+    fi
+}
 bash scripts/build.sh
 echo "== make check (build/)"
 make -C build -j"$jobs" check
 if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
     echo "== make check under ASan/UBSan (build-asan/)"
-    mkdir -p build-asan
-    if [ ! -f build-asan/Makefile ]; then
-        (cd build-asan && ../configure --enable-sanitizers >/dev/null)
-    fi
+    configured build-asan --enable-sanitizers
     # UCX's malloc/mmap hooks do not mix with ASan's allocator.
     UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -26,10 +30,7 @@ if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
     # not instrumented and needed no suppressions (UCX 1.13).
     tsan_tests="tests/a2a/test_a2a_worlds"
     echo "== $tsan_tests under ThreadSanitizer (build-tsan/)"
-    mkdir -p build-tsan
-    if [ ! -f build-tsan/Makefile ]; then
-        (cd build-tsan && ../configure --enable-tsan >/dev/null)
-    fi
+    configured build-tsan --enable-tsan
     UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
         make -C build-tsan -j"$jobs" check TESTS="$tsan_tests"
