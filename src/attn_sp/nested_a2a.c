@@ -200,7 +200,8 @@ nsp_status_t nsp_a2a_compare_hashes(const uint64_t *hashes, int nranks, const ch
     return nsp_error(NSP_ERR_MISMATCH, "%s: %d rank(s) (%s%s) differ from rank 0 (hash "
                      "%016llx on rank %d vs %016llx on rank 0); every rank must build its "
                      "layout from the same plan and round and pass the same direction, heads, "
-                     "head_dim, elem_size, replicas and mapped", what, ndiff, list,
+                     "head_dim, elem_size, replicas and mapped, after the same exchanges "
+                     "on this world", what, ndiff, list,
                      ndiff > 8 ? ",..." : "", (unsigned long long)hashes[first], first,
                      (unsigned long long)hashes[0]);
 }
@@ -305,10 +306,10 @@ struct a2a_op {
     a2a_level_t        *levels;         /* [nlevels] */
 };
 
-static void level_release_scratch(a2a_level_t *L)
+static void level_release_scratch(a2a_op_t *op, a2a_level_t *L)
 {
-    scratch_put(L->op->hw, L->send_scratch, L->send_cap);
-    scratch_put(L->op->hw, L->recv_scratch, L->recv_cap);
+    scratch_put(op->hw, L->send_scratch, L->send_cap);
+    scratch_put(op->hw, L->recv_scratch, L->recv_cap);
     L->send_scratch = NULL;
     L->recv_scratch = NULL;
 }
@@ -317,7 +318,7 @@ static void level_release_scratch(a2a_level_t *L)
  * flight) and its step queues; the levels stay built for the next start. */
 static void op_disarm(a2a_op_t *op)
 {
-    for (int l = 0; l < op->nlevels; ++l) {
+    for (int l = 0; l < op->nlevels && op->levels != NULL; ++l) {
         a2a_level_t *L = &op->levels[l];
         nsp_a2a_tps_reset(&L->tps);
         nsp_a2a_tps_reset(&L->ctl);
@@ -339,7 +340,7 @@ static void op_destroy(a2a_op_t *op)
         free(L->parts);
         free(L->counts);
         free(L->sels);
-        level_release_scratch(L);
+        level_release_scratch(op, L);
     }
     free(op->levels);
     free(op);
