@@ -18,7 +18,9 @@
  *    [outer, ..., inner] in row-major order.
  *
  * Libraries: libnspcomm_planner (the planner alone: sections 1-3, pure C, no
- * UCX, hwloc, CUDA or NCCL) and libnspcomm (everything; links the planner).
+ * UCX, hwloc, CUDA or NCCL) and libnspcomm (everything, the planner
+ * included: link one of the two). Each exports exactly the functions of
+ * this header it implements.
  */
 #ifndef NSPCOMM_H_
 #define NSPCOMM_H_
@@ -29,6 +31,16 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/*
+ * NSP_EXPORT marks the functions of this header: the library is built with
+ * -fvisibility=hidden, so these (and nothing else) are its exported symbols.
+ */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define NSP_EXPORT __attribute__((visibility("default")))
+#else
+#define NSP_EXPORT
 #endif
 
 /* ======================================================================== */
@@ -73,6 +85,7 @@ typedef enum {
  * a peer". Returns a static string (never NULL; unknown codes give
  * "NSP_ERR_UNKNOWN").
  */
+NSP_EXPORT
 const char *nsp_status_string(nsp_status_t status);
 
 /**
@@ -80,16 +93,21 @@ const char *nsp_status_string(nsp_status_t status);
  * which value, and what to do), or "" if none. The string is owned by the
  * library and valid until the next nspcomm call in this thread.
  */
+NSP_EXPORT
 const char *nsp_last_error(void);
 
 /**
  * Logging is configured from the environment on first use:
- *   NSPCOMM_LOG_LEVEL = ERROR | WARN (default) | INFO | DEBUG | TRACE
+ *   NSPCOMM_LOG_LEVEL = NONE | ERROR | WARN (default) | INFO | DEBUG | TRACE
  *   NSPCOMM_LOG_FILE  = stderr (default) | stdout | a path (%h = host, %p = pid)
- * Errors are logged once, where they are decided. INFO prints the decisions
- * (plan summary, chosen tree, per-level bytes).
+ * Errors are logged once, where they are decided (nsp_last_error() keeps the
+ * message at every level, NONE included). INFO prints the decisions (the
+ * chosen tree, the plan summary, the communicator); DEBUG adds one line per
+ * call (each level of each all-to-all and attention call); NONE prints
+ * nothing at all.
  */
 typedef enum {
+    NSP_LOG_NONE  = -1,
     NSP_LOG_ERROR = 0,
     NSP_LOG_WARN  = 1,
     NSP_LOG_INFO  = 2,
@@ -97,7 +115,9 @@ typedef enum {
     NSP_LOG_TRACE = 4
 } nsp_log_level_t;
 
-/** Override the log level at run time (e.g. from a framework's own flag). */
+/** Override the log level at run time (e.g. from a framework's own flag).
+ *  Errors: NSP_ERR_INVALID_ARG (not one of nsp_log_level_t). */
+NSP_EXPORT
 nsp_status_t nsp_log_set_level(nsp_log_level_t level);
 
 /* ======================================================================== */
@@ -153,6 +173,7 @@ typedef struct nsp_cluster {
  * "llama3-8b"). Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_NOT_FOUND
  * (unknown name; the message lists the known ones).
  */
+NSP_EXPORT
 nsp_status_t nsp_model_preset(const char *name, nsp_model_t *model);
 
 /**
@@ -161,6 +182,7 @@ nsp_status_t nsp_model_preset(const char *name, nsp_model_t *model);
  * not a multiple of the preset's ranks per node), NSP_ERR_NOT_FOUND (unknown
  * name).
  */
+NSP_EXPORT
 nsp_status_t nsp_cluster_preset(const char *name, int ranks, nsp_cluster_t *cluster);
 
 /**
@@ -170,7 +192,9 @@ nsp_status_t nsp_cluster_preset(const char *name, int ranks, nsp_cluster_t *clus
  * Errors: NSP_ERR_IO (cannot read), NSP_ERR_PARSE (malformed; the message
  * names file, line and key), NSP_ERR_INVALID_ARG (a value out of range).
  */
+NSP_EXPORT
 nsp_status_t nsp_model_load(const char *path, nsp_model_t *model);
+NSP_EXPORT
 nsp_status_t nsp_cluster_load(const char *path, nsp_cluster_t *cluster);
 
 /* ======================================================================== */
@@ -187,8 +211,11 @@ typedef struct nsp_workload nsp_workload_t;
  * file and line), NSP_ERR_INVALID_ARG (a zero or negative length: file and
  * line), NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_workload_load(const char *path, nsp_workload_t **workload);
+NSP_EXPORT
 size_t       nsp_workload_count(const nsp_workload_t *workload);
+NSP_EXPORT
 void         nsp_workload_free(nsp_workload_t *workload);
 
 /**
@@ -199,6 +226,7 @@ void         nsp_workload_free(nsp_workload_t *workload);
  * platforms. On success *lens (int64_t[*nseqs], tokens) is owned by the caller
  * and freed with free(). Errors: NSP_ERR_INVALID_ARG, NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_workload_sample(const nsp_workload_t *workload, uint64_t seed,
                                  int batch_index, int64_t token_budget,
                                  int64_t max_len, int64_t **lens, int *nseqs);
@@ -308,6 +336,7 @@ typedef struct nsp_planner_params {
  * the message names the sequence, its length and the memory it needs at the
  * largest degree with recomputation), NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *cluster,
                              const int64_t *lens, int nseqs,
                              const nsp_planner_params_t *params, nsp_plan_t **plan);
@@ -321,18 +350,21 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
  * over memory. Errors: NSP_ERR_INVALID_ARG (the message says which invariant
  * and where).
  */
+NSP_EXPORT
 nsp_status_t nsp_plan_validate(const nsp_plan_t *plan);
 
 /**
  * Recompute plan->predicted from the plan alone with the cost model (plan_ms
  * is kept). Errors: NSP_ERR_INVALID_ARG (invalid plan), NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_plan_evaluate(nsp_plan_t *plan);
 
 /**
  * The lower bound of DESIGN §5.2 for a batch, in seconds per step (Ulysses
  * degrees only). Errors: NSP_ERR_INVALID_ARG.
  */
+NSP_EXPORT
 nsp_status_t nsp_lower_bound(const nsp_model_t *model, const nsp_cluster_t *cluster,
                              const int64_t *lens, int nseqs, double *bound_s);
 
@@ -342,6 +374,7 @@ nsp_status_t nsp_lower_bound(const nsp_model_t *model, const nsp_cluster_t *clus
  * case the longest sequence may spread over every rank (docs/cost-model.md).
  * Errors: NSP_ERR_INVALID_ARG.
  */
+NSP_EXPORT
 nsp_status_t nsp_planner_lower_bound(const nsp_model_t *model, const nsp_cluster_t *cluster,
                                      const int64_t *lens, int nseqs,
                                      const nsp_planner_params_t *params, double *bound_s);
@@ -350,6 +383,7 @@ nsp_status_t nsp_planner_lower_bound(const nsp_model_t *model, const nsp_cluster
  * Write a plan as one "nspcomm-plan-v1" JSON object to `out` (borrowed).
  * Errors: NSP_ERR_INVALID_ARG, NSP_ERR_IO.
  */
+NSP_EXPORT
 nsp_status_t nsp_plan_write_json(const nsp_plan_t *plan, FILE *out);
 
 /**
@@ -359,9 +393,11 @@ nsp_status_t nsp_plan_write_json(const nsp_plan_t *plan, FILE *out);
  * names line and key), NSP_ERR_INVALID_ARG (an index out of range),
  * NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_plan_read_json(const char *text, nsp_plan_t **plan);
 
 /** Free a plan and everything it owns. NULL is a no-op. */
+NSP_EXPORT
 void nsp_plan_free(nsp_plan_t *plan);
 
 /* ======================================================================== */
@@ -464,6 +500,7 @@ typedef struct nsp_config {
  * Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_IO (socket/bind),
  * NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_get_unique_id(nsp_unique_id_t *id);
 
 /**
@@ -473,6 +510,7 @@ nsp_status_t nsp_get_unique_id(nsp_unique_id_t *id);
  * `buf` (borrowed) needs NSP_UNIQUE_ID_STRLEN bytes.
  * Errors: NSP_ERR_INVALID_ARG (NULL, buffer too small, not an id).
  */
+NSP_EXPORT
 nsp_status_t nsp_unique_id_to_string(const nsp_unique_id_t *id, char *buf, size_t len);
 
 /**
@@ -481,6 +519,7 @@ nsp_status_t nsp_unique_id_to_string(const nsp_unique_id_t *id, char *buf, size_
  * NSPCOMM_TOKEN); HOST may be a name or an IPv4 address. Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_PARSE (the
  * message quotes the text), NSP_ERR_NOT_FOUND (host name does not resolve).
  */
+NSP_EXPORT
 nsp_status_t nsp_unique_id_from_string(const char *str, nsp_unique_id_t *id);
 
 /**
@@ -495,6 +534,7 @@ nsp_status_t nsp_unique_id_from_string(const char *str, nsp_unique_id_t *id);
  * nranks), NSP_ERR_PEER_FAILED, NSP_ERR_IO, NSP_ERR_BACKEND,
  * NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_comm_init_rank(nsp_comm_t **comm, int nranks, nsp_unique_id_t id, int rank,
                                 const nsp_config_t *config);
 
@@ -527,6 +567,7 @@ typedef struct nsp_oob_coll {
  * through (with a message saying which callback), a callback that never
  * completes gives NSP_ERR_TIMEOUT.
  */
+NSP_EXPORT
 nsp_status_t nsp_comm_init_oob(nsp_comm_t **comm, const nsp_oob_coll_t *oob,
                                const nsp_config_t *config);
 
@@ -547,6 +588,7 @@ nsp_status_t nsp_comm_init_oob(nsp_comm_t **comm, const nsp_oob_coll_t *oob,
  * malformed value), NSP_ERR_IO (rank 0 cannot listen on the port), and
  * those of nsp_comm_init_rank.
  */
+NSP_EXPORT
 nsp_status_t nsp_comm_init_env(nsp_comm_t **comm, const nsp_config_t *config);
 
 /**
@@ -567,6 +609,7 @@ nsp_status_t nsp_comm_init_env(nsp_comm_t **comm, const nsp_config_t *config);
  * to build it), NSP_ERR_BACKEND (the NCCL communicator is in an error state;
  * CUDA failed), NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED, NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_comm_from_nccl(nsp_comm_t **comm, void *nccl_comm, const nsp_config_t *config);
 
 /**
@@ -574,10 +617,13 @@ nsp_status_t nsp_comm_from_nccl(nsp_comm_t **comm, void *nccl_comm, const nsp_co
  * timeout, safe after a peer failed. Trees built on it must be destroyed and
  * its requests freed first. NULL is a no-op.
  */
+NSP_EXPORT
 nsp_status_t nsp_comm_destroy(nsp_comm_t *comm);
 
 /** This rank (0-based) and the number of ranks. Errors: NSP_ERR_INVALID_ARG (NULL). */
+NSP_EXPORT
 nsp_status_t nsp_comm_rank(const nsp_comm_t *comm, int *rank);
+NSP_EXPORT
 nsp_status_t nsp_comm_size(const nsp_comm_t *comm, int *size);
 
 /**
@@ -588,13 +634,16 @@ nsp_status_t nsp_comm_size(const nsp_comm_t *comm, int *size);
  * Any output pointer may be NULL. Errors: NSP_ERR_INVALID_ARG (NULL comm,
  * rank out of range).
  */
+NSP_EXPORT
 nsp_status_t nsp_comm_place(const nsp_comm_t *comm, int rank, int *node, int *local_rank,
                             int *local_size);
 
 /** Number of nodes the world spans. Errors: NSP_ERR_INVALID_ARG. */
+NSP_EXPORT
 nsp_status_t nsp_comm_nnodes(const nsp_comm_t *comm, int *nnodes);
 
 /** Name of the backend in use ("ucx", "nccl"); a static string. */
+NSP_EXPORT
 nsp_status_t nsp_comm_backend(const nsp_comm_t *comm, const char **name);
 
 /**
@@ -604,7 +653,9 @@ nsp_status_t nsp_comm_backend(const nsp_comm_t *comm, const char **name);
  * Errors: NSP_ERR_INVALID_ARG, NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED,
  * NSP_ERR_BACKEND.
  */
+NSP_EXPORT
 nsp_status_t nsp_comm_barrier(nsp_comm_t *comm);
+NSP_EXPORT
 nsp_status_t nsp_comm_allgather(nsp_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes);
 
@@ -633,6 +684,7 @@ nsp_status_t nsp_comm_allgather(nsp_comm_t *comm, const void *sendbuf, void *rec
  * allocate on some rank), NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED,
  * NSP_ERR_UNSUPPORTED.
  */
+NSP_EXPORT
 nsp_status_t nsp_mem_alloc(nsp_comm_t *comm, size_t bytes, void **ptr);
 
 /**
@@ -644,6 +696,7 @@ nsp_status_t nsp_mem_alloc(nsp_comm_t *comm, size_t bytes, void **ptr);
  * Errors: also NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED (the region is freed
  * here anyway), NSP_ERR_UNSUPPORTED (nccl).
  */
+NSP_EXPORT
 nsp_status_t nsp_mem_free(nsp_comm_t *comm, void *ptr);
 
 /*
@@ -669,9 +722,11 @@ typedef struct nsp_request nsp_request_t;
  * NSP_ERR_MISMATCH when ranks disagree on sizes, NSP_ERR_BACKEND). Once
  * final, the same status is returned again. Never blocks.
  */
+NSP_EXPORT
 nsp_status_t nsp_request_test(nsp_request_t *req);
 
 /** Block until the request is final and return that status (as test). */
+NSP_EXPORT
 nsp_status_t nsp_request_wait(nsp_request_t *req);
 
 /**
@@ -679,6 +734,7 @@ nsp_status_t nsp_request_wait(nsp_request_t *req);
  * Returns NSP_OK, or the first error at once: the requests after it are
  * left as they are (free them; the communicator is broken).
  */
+NSP_EXPORT
 nsp_status_t nsp_request_wait_all(nsp_request_t **reqs, int n);
 
 /**
@@ -686,11 +742,11 @@ nsp_status_t nsp_request_wait_all(nsp_request_t **reqs, int n);
  * can be cancelled is, and the communicator must then be treated as broken
  * (destroy it). NULL is a no-op.
  */
+NSP_EXPORT
 nsp_status_t nsp_request_free(nsp_request_t *req);
 
 /* ======================================================================== */
 /* 5. Topology (hwloc) — libnspcomm only                                    */
-/*    DRAFT: owned by the topology layer.                                   */
 /* ======================================================================== */
 
 /*
@@ -785,15 +841,18 @@ typedef struct nsp_topo_summary {
  * wrong), NSP_ERR_BACKEND (hwloc failed on this host: its errno message),
  * NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_topology_load(const char *xml_path, nsp_topology_t **topo);
 
 /** Free a topology and its summary. NULL is a no-op. */
+NSP_EXPORT
 void nsp_topology_free(nsp_topology_t *topo);
 
 /**
  * Borrow the summary of `topo`: *summary points into the topology and is
  * valid until nsp_topology_free(topo). Errors: NSP_ERR_INVALID_ARG.
  */
+NSP_EXPORT
 nsp_status_t nsp_topology_summary(const nsp_topology_t *topo,
                                   const nsp_topo_summary_t **summary);
 
@@ -803,9 +862,11 @@ nsp_status_t nsp_topology_summary(const nsp_topology_t *topo,
  * out == NULL, log it line by line at INFO (NSPCOMM_LOG_LEVEL=INFO shows it).
  * Errors: NSP_ERR_INVALID_ARG, NSP_ERR_IO (write failed).
  */
+NSP_EXPORT
 nsp_status_t nsp_topology_print(const nsp_topology_t *topo, FILE *out);
 
 /** Printable name of a locality ("pci-switch", "host-bridge", ...); never NULL. */
+NSP_EXPORT
 const char *nsp_topo_locality_name(nsp_topo_locality_t locality);
 
 /**
@@ -828,6 +889,7 @@ const char *nsp_topo_locality_name(nsp_topo_locality_t locality);
  * Errors: NSP_ERR_INVALID_ARG (a count < 1, negative domain or max degree,
  * NULL output, capacity too small: the message gives the levels).
  */
+NSP_EXPORT
 nsp_status_t nsp_topology_suggest_levels(int nranks, int ranks_per_node, int gpus_per_domain,
                                          int max_degree, int *degrees, int capacity,
                                          int *nlevels);
@@ -863,6 +925,7 @@ typedef struct nsp_tree nsp_tree_t;
  * one node: 1, 2, 6. degrees[capacity] is caller-owned
  * (NSP_TREE_MAX_LEVELS suffices). Errors: NSP_ERR_INVALID_ARG.
  */
+NSP_EXPORT
 nsp_status_t nsp_tree_default_degrees(const nsp_comm_t *world, int *degrees, int capacity,
                                       int *nlevels);
 
@@ -877,22 +940,27 @@ nsp_status_t nsp_tree_default_degrees(const nsp_comm_t *world, int *degrees, int
  * which value), NSP_ERR_MISMATCH (ranks passed different degrees),
  * NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED, NSP_ERR_BACKEND, NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_tree_create(nsp_comm_t *world, const int *degrees, int nlevels,
                              nsp_tree_t **tree);
 
 /** Destroy the tree's sub-communicators (local). NULL is a no-op. */
+NSP_EXPORT
 nsp_status_t nsp_tree_destroy(nsp_tree_t *tree);
 
 /** Number of levels (level 0 is degree 1). Errors: NSP_ERR_INVALID_ARG. */
+NSP_EXPORT
 nsp_status_t nsp_tree_nlevels(const nsp_tree_t *tree, int *nlevels);
 
 /** Degree of `level`. Errors: NSP_ERR_INVALID_ARG (NULL, level out of range). */
+NSP_EXPORT
 nsp_status_t nsp_tree_degree(const nsp_tree_t *tree, int level, int *degree);
 
 /**
  * The level whose degree is `degree`. Errors: NSP_ERR_INVALID_ARG (NULL),
  * NSP_ERR_NOT_FOUND (no level has that degree; the message lists them).
  */
+NSP_EXPORT
 nsp_status_t nsp_tree_level_of_degree(const nsp_tree_t *tree, int degree, int *level);
 
 /**
@@ -900,20 +968,22 @@ nsp_status_t nsp_tree_level_of_degree(const nsp_tree_t *tree, int degree, int *l
  * in it (world rank = rank0 + index). Either output may be NULL.
  * Errors: NSP_ERR_INVALID_ARG.
  */
+NSP_EXPORT
 nsp_status_t nsp_tree_group(const nsp_tree_t *tree, int level, int *rank0, int *index);
 
 /**
  * The world ranks of this rank's group at `level` into ranks[degree]
  * (caller-owned), in group order. Errors: NSP_ERR_INVALID_ARG.
  */
+NSP_EXPORT
 nsp_status_t nsp_tree_group_ranks(const nsp_tree_t *tree, int level, int *ranks);
 
 /** The world the tree was built on (borrowed). Errors: NSP_ERR_INVALID_ARG. */
+NSP_EXPORT
 nsp_status_t nsp_tree_world(const nsp_tree_t *tree, nsp_comm_t **world);
 
 /* ======================================================================== */
 /* 7. Layouts and the nested variable-length all-to-all (DESIGN §6)         */
-/*    DRAFT: owned by the SP primitives layer.                              */
 /* ======================================================================== */
 
 /*
@@ -1041,14 +1111,17 @@ typedef struct nsp_layout_heads {
  * negative length, two different groups of one degree holding this rank;
  * the message names the round and group), NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_layout_create(const nsp_plan_t *plan, int round, int rank,
                                nsp_layout_t **layout);
 
 /** Fill *info. Errors: NSP_ERR_INVALID_ARG (NULL). */
+NSP_EXPORT
 nsp_status_t nsp_layout_query(const nsp_layout_t *layout, nsp_layout_info_t *info);
 
 /** Fill *out with level `level` (0 .. nlevels-1); its arrays are borrowed from
  *  the layout. Errors: NSP_ERR_INVALID_ARG (NULL, level out of range). */
+NSP_EXPORT
 nsp_status_t nsp_layout_level(const nsp_layout_t *layout, int level,
                               nsp_layout_level_t *out);
 
@@ -1058,6 +1131,7 @@ nsp_status_t nsp_layout_level(const nsp_layout_t *layout, int level,
  * of range, heads < 1, heads and the level's degree not dividing one
  * another: the message names both).
  */
+NSP_EXPORT
 nsp_status_t nsp_layout_heads(const nsp_layout_t *layout, int level, int heads,
                               nsp_layout_heads_t *out);
 
@@ -1066,9 +1140,11 @@ nsp_status_t nsp_layout_heads(const nsp_layout_t *layout, int level, int heads,
  * `heads` heads: sum over levels of T_l * h_l. Bytes = rows * D * elem_size.
  * Errors: as nsp_layout_heads().
  */
+NSP_EXPORT
 nsp_status_t nsp_layout_head_rows(const nsp_layout_t *layout, int heads, int64_t *rows);
 
 /** Free a layout. NULL is a no-op. */
+NSP_EXPORT
 void nsp_layout_free(nsp_layout_t *layout);
 
 /** Direction of a nested all-to-all. */
@@ -1193,6 +1269,7 @@ typedef struct nsp_a2a_params {
  * themselves fail like any request (NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED,
  * NSP_ERR_MISMATCH when counts disagree).
  */
+NSP_EXPORT
 nsp_status_t nsp_a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
                           const nsp_a2a_params_t *params, nsp_request_t **reqs);
 
@@ -1203,16 +1280,68 @@ nsp_status_t nsp_a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
  * is for another rank or world size), NSP_ERR_MISMATCH (the message names
  * the ranks that differ from rank 0), NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED.
  */
+NSP_EXPORT
 nsp_status_t nsp_layout_check(nsp_tree_t *tree, const nsp_layout_t *layout);
 
-/**
- * The nested all-to-all keeps its host scratch buffers (pack and receive
- * space) for the next call; this releases them. Call it when no nested
- * all-to-all is in flight (otherwise NSP_ERR_INVALID_ARG). After an exchange
- * failed (its requests freed unfinished), the transport may still write into
- * its buffers until the communicator is destroyed: destroy the tree and the
- * communicator first, then release the cache and free src/dst.
+/*
+ * Persistent nested all-to-alls, in the manner of UCC's persistent
+ * collectives: nsp_a2a_create() does once what every post would (levels,
+ * parts, scratch, device tables, the agreement check), nsp_a2a_start() runs
+ * the exchange on a pair of buffers, as often as the caller likes, and
+ * nsp_a2a_destroy() frees it. nsp_a2a_post() is create + start, with the
+ * handle freed with its last request. Each start takes the next operation
+ * number of the tree's world (its tags; the agreement check of a create
+ * includes it), so every rank creates, starts and posts the same exchanges
+ * in the same order on a world, as for any collective. A world (and its
+ * handles) is used by one thread at a time; two worlds are independent,
+ * in one thread or in two.
  */
+typedef struct nsp_a2a nsp_a2a_t;
+
+/**
+ * Build the exchange of `layout` over `tree` with `params` (src, dst and
+ * stream are not read: they come with each start). tree and layout are
+ * borrowed until nsp_a2a_destroy(). On success *a2a is owned by the caller.
+ * Collective over the world when params->check (the agreement check).
+ * Errors: as nsp_a2a_post(), except that buffers are checked at start.
+ */
+NSP_EXPORT
+nsp_status_t nsp_a2a_create(nsp_tree_t *tree, const nsp_layout_t *layout,
+                            const nsp_a2a_params_t *params, nsp_a2a_t **a2a);
+
+/**
+ * Start one exchange of `a2a` from src to dst (as params.src and params.dst
+ * of nsp_a2a_post(), borrowed until every request completed) on `stream`
+ * (the CUDA path's cudaStream_t; NULL on the host). reqs[nlevels] receives
+ * one request per level, owned by the caller, who frees each (the handle
+ * may start again once all are freed). Collective over the world (every
+ * rank starts its handle of the same exchange).
+ * Errors: NSP_ERR_INVALID_ARG (NULL handle or reqs, NULL src or dst where
+ * this rank holds data, requests of the last start still held),
+ * NSP_ERR_UNSUPPORTED (a stream on the host path), and the errors of the
+ * transport as nsp_a2a_post().
+ */
+NSP_EXPORT
+nsp_status_t nsp_a2a_start(nsp_a2a_t *a2a, const void *src, void *dst, void *stream,
+                           nsp_request_t **reqs);
+
+/**
+ * Free a handle from nsp_a2a_create() (NULL: no-op). Errors:
+ * NSP_ERR_INVALID_ARG while requests of its last start are still held
+ * (free them first; the handle is kept).
+ */
+NSP_EXPORT
+nsp_status_t nsp_a2a_destroy(nsp_a2a_t *a2a);
+
+/**
+ * Does nothing and returns NSP_OK; kept so that callers of earlier versions
+ * build. Scratch space and device tables now belong to the exchange handles
+ * and to the world, and go with nsp_a2a_destroy() and nsp_comm_destroy().
+ * After an exchange failed (its requests freed unfinished), the transport
+ * may still write into its buffers until the communicator is destroyed:
+ * destroy the tree and the communicator first, then free src and dst.
+ */
+NSP_EXPORT
 nsp_status_t nsp_a2a_release_cache(void);
 
 /* ======================================================================== */
@@ -1234,6 +1363,7 @@ nsp_status_t nsp_a2a_release_cache(void);
  * `shift` (any integer; reduced modulo the degree). Either output may be
  * NULL. Errors: NSP_ERR_INVALID_ARG.
  */
+NSP_EXPORT
 nsp_status_t nsp_ring_peers(const nsp_tree_t *tree, int level, int shift, int *send_to,
                             int *recv_from);
 
@@ -1248,17 +1378,18 @@ nsp_status_t nsp_ring_peers(const nsp_tree_t *tree, int level, int shift, int *s
  * NSP_ERR_BACKEND, NSP_ERR_NO_MEMORY; a peer that passed another byte count
  * makes the request fail with NSP_ERR_MISMATCH.
  */
+NSP_EXPORT
 nsp_status_t nsp_ring_post(nsp_tree_t *tree, int level, const void *sendbuf, void *recvbuf,
                            size_t bytes, int shift, uint32_t step, void *stream,
                            nsp_request_t **req);
 
 /** Post a step and wait for it (nsp_ring_post + nsp_request_wait + free). */
+NSP_EXPORT
 nsp_status_t nsp_ring_step(nsp_tree_t *tree, int level, const void *sendbuf, void *recvbuf,
                            size_t bytes, int shift, uint32_t step);
 
 /* ======================================================================== */
 /* 9. Attention: host reference and nested SP attention                     */
-/*    DRAFT: owned by the attention layer.                                  */
 /* ======================================================================== */
 
 /*
@@ -1333,6 +1464,7 @@ typedef struct nsp_attn_params {
  * NSP_ATTN_FIELD_BYTES a buffer smaller than offsets[nseqs] tokens of its
  * shape), NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_attn_fwd(const nsp_attn_params_t *params, int nseqs,
                           const int64_t *offsets, const float *q, const float *k,
                           const float *v, float *o, float *lse);
@@ -1344,6 +1476,7 @@ nsp_status_t nsp_attn_fwd(const nsp_attn_params_t *params, int nseqs,
  * (overwritten, not accumulated). Uses delta = rowsum(dout * o) as
  * FlashAttention does. Errors: as nsp_attn_fwd().
  */
+NSP_EXPORT
 nsp_status_t nsp_attn_bwd(const nsp_attn_params_t *params, int nseqs,
                           const int64_t *offsets, const float *q, const float *k,
                           const float *v, const float *o, const float *lse,
@@ -1361,6 +1494,7 @@ nsp_status_t nsp_attn_bwd(const nsp_attn_params_t *params, int nseqs,
  * position or length; with NSP_ATTN_FIELD_BYTES a buffer smaller than its
  * span), NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_attn_block_fwd(const nsp_attn_params_t *params,
                                 int64_t q_pos0, int64_t q_len, const float *q,
                                 int64_t kv_pos0, int64_t kv_len, const float *k,
@@ -1375,6 +1509,7 @@ nsp_status_t nsp_attn_block_fwd(const nsp_attn_params_t *params,
  * this gives exactly nsp_attn_bwd(). Spans as in nsp_attn_block_fwd().
  * Errors: as nsp_attn_block_fwd().
  */
+NSP_EXPORT
 nsp_status_t nsp_attn_block_bwd(const nsp_attn_params_t *params,
                                 int64_t q_pos0, int64_t q_len, const float *q,
                                 const float *dout, const float *lse, const float *delta,
@@ -1385,6 +1520,7 @@ nsp_status_t nsp_attn_block_bwd(const nsp_attn_params_t *params,
  * delta [rows] = sum_d dout[row][d] * o[row][d] for `rows` rows of
  * `head_dim` floats (rows = tokens * n_q). Errors: NSP_ERR_INVALID_ARG.
  */
+NSP_EXPORT
 nsp_status_t nsp_attn_delta(int64_t rows, int head_dim, const float *o,
                             const float *dout, float *delta);
 
@@ -1396,6 +1532,7 @@ nsp_status_t nsp_attn_delta(int64_t rows, int head_dim, const float *o,
  * takes (o2, lse2). Commutative exactly, associative to rounding.
  * Errors: NSP_ERR_INVALID_ARG (NULL, rows < 0, head_dim < 1).
  */
+NSP_EXPORT
 nsp_status_t nsp_attn_merge(int64_t rows, int head_dim, float *o, float *lse,
                             const float *o2, const float *lse2);
 
@@ -1409,12 +1546,13 @@ nsp_status_t nsp_attn_merge(int64_t rows, int head_dim, float *o, float *lse,
  * empty). The tokens of two indexes differ by at most one.
  * Errors: NSP_ERR_INVALID_ARG (NULL, seq_len < 0, r < 1, index out of range).
  */
+NSP_EXPORT
 nsp_status_t nsp_zigzag_chunks(int64_t seq_len, int r, int index, int64_t start[2],
                                int64_t len[2]);
 
 /*
  * A framework's own attention kernel, called by the nested attention driver
- * (issue 4) once per tree level after sequence-to-head, on whole sequences
+ * once per tree level after sequence-to-head, on whole sequences
  * and the rank's share of the heads; and by ring attention once per block.
  */
 
@@ -1476,6 +1614,7 @@ typedef struct nsp_attn_kernel {
  * sequence; NSP_ATTN_FP32 and host memory only: other dtypes or a stream
  * give NSP_ERR_UNSUPPORTED). Errors: NSP_ERR_INVALID_ARG (NULL).
  */
+NSP_EXPORT
 nsp_status_t nsp_attn_kernel_reference(nsp_attn_kernel_t *kernel);
 
 /* ------------------------------------------------------------------------ */
@@ -1589,6 +1728,7 @@ typedef struct nsp_nested_attn_stats {
  * levels), NSP_ERR_MISMATCH (ranks disagree: names them), NSP_ERR_TIMEOUT,
  * NSP_ERR_PEER_FAILED, NSP_ERR_NO_MEMORY.
  */
+NSP_EXPORT
 nsp_status_t nsp_nested_attn_create(nsp_tree_t *tree, const nsp_layout_t *layout,
                                     const nsp_nested_attn_params_t *params,
                                     nsp_nested_attn_t **attn);
@@ -1607,6 +1747,7 @@ nsp_status_t nsp_nested_attn_create(nsp_tree_t *tree, const nsp_layout_t *layout
  * tree and the communicator before nsp_nested_attn_destroy() (the transport
  * may still write into the driver's buffers until then).
  */
+NSP_EXPORT
 nsp_status_t nsp_nested_attn_fwd(nsp_nested_attn_t *attn, const void *q, const void *k,
                                  const void *v, void *o, float *lse,
                                  nsp_nested_attn_saved_t **saved,
@@ -1623,18 +1764,21 @@ nsp_status_t nsp_nested_attn_fwd(nsp_nested_attn_t *attn, const void *q, const v
  * NSP_ERR_INVALID_ARG (saved from another attn), NSP_ERR_UNSUPPORTED
  * (replicated KV heads with dtype other than FP32).
  */
+NSP_EXPORT
 nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *attn, const nsp_nested_attn_saved_t *saved,
                                  const void *q, const void *k, const void *v, const void *o,
                                  const float *lse, const void *dout, void *dq, void *dk,
                                  void *dv, nsp_nested_attn_stats_t *stats);
 
 /** Free saved activations. NULL is a no-op. */
+NSP_EXPORT
 void nsp_nested_attn_saved_free(nsp_nested_attn_saved_t *saved);
 
 /**
  * Free the nested attention and its buffers (local). NULL is a no-op.
  * After a failed call, destroy the tree and the communicator first.
  */
+NSP_EXPORT
 nsp_status_t nsp_nested_attn_destroy(nsp_nested_attn_t *attn);
 
 

@@ -1,22 +1,37 @@
 #!/usr/bin/env bash
 # README command 2: build (if needed) and run the whole test suite (TAP, via
-# `make check`), then the suite again in a separate ASan/UBSan build.
-# Set NSP_SKIP_SANITIZERS=1 to skip the second pass.
+# `make check`), then the suite again in a separate ASan/UBSan build, then
+# the threaded tests in a ThreadSanitizer build (build-tsan/, without CUDA).
+# Set NSP_SKIP_SANITIZERS=1 to skip the sanitizer passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+# configured DIR OPTION: a build tree DIR configured with OPTION (once).
+configured() {
+    mkdir -p "$1"
+    if [ ! -f "$1/Makefile" ]; then
+        (cd "$1" && ../configure "$2" >/dev/null)
+    fi
+}
 bash scripts/build.sh
 echo "== make check (build/)"
 make -C build -j"$jobs" check
 if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
     echo "== make check under ASan/UBSan (build-asan/)"
-    mkdir -p build-asan
-    if [ ! -f build-asan/Makefile ]; then
-        (cd build-asan && ../configure --enable-sanitizers >/dev/null)
-    fi
+    configured build-asan --enable-sanitizers
     # UCX's malloc/mmap hooks do not mix with ASan's allocator.
     UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         make -C build-asan -j"$jobs" check
+fi
+if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
+    # Threads with a world each (tests/a2a/test_a2a_worlds); UCX itself is
+    # not instrumented and needed no suppressions (UCX 1.13).
+    tsan_tests="tests/a2a/test_a2a_worlds"
+    echo "== $tsan_tests under ThreadSanitizer (build-tsan/)"
+    configured build-tsan --enable-tsan
+    UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+        make -C build-tsan -j"$jobs" check TESTS="$tsan_tests"
 fi

@@ -13,3 +13,11 @@ check_PROGRAMS += tests/test_status
 TESTS += tests/test_status
 tests_test_status_SOURCES = tests/test_status.c
 tests_test_status_LDADD = tests/libnsptest.la libnspcomm_planner.la
+
+# The libraries export exactly what include/nspcomm.h declares (nm -D).
+TESTS += tests/test_exports.sh
+dist_noinst_SCRIPTS += tests/test_exports.sh
+
+# The structure of src/: no call cycles between objects, function lengths.
+TESTS += tests/test_structure.sh
+dist_noinst_SCRIPTS += tests/test_structure.sh

@@ -67,8 +67,57 @@ static void test_log_file(const char *self)
     unlink(path);
 }
 
+/* The child of test_log_none: errors, warnings and decisions of the library
+ * at NSPCOMM_LOG_LEVEL=NONE, then at a level set to NONE at run time. */
+static int quiet_child(void)
+{
+    nsp_model_t model;
+
+    NSP_WARN("this WARN line must not appear at NONE");
+    nsp_error(NSP_ERR_INTERNAL, "this ERROR line must not appear at NONE");
+    if (nsp_model_preset("no-such-model", &model) != NSP_ERR_NOT_FOUND ||
+        strstr(nsp_last_error(), "no-such-model") == NULL) {
+        return 2; /* the error is still decided and kept, only not printed */
+    }
+    if (nsp_log_set_level(NSP_LOG_WARN) != NSP_OK || !nsp_log_enabled(NSP_LOG_WARN) ||
+        nsp_log_set_level(NSP_LOG_NONE) != NSP_OK || nsp_log_enabled(NSP_LOG_ERROR)) {
+        return 3;
+    }
+    nsp_error(NSP_ERR_INTERNAL, "this ERROR line must not appear after set_level(NONE)");
+    return 0;
+}
+
+/* NSPCOMM_LOG_LEVEL=NONE silences the library: nothing on stdout or stderr. */
+static void test_log_none(const char *self)
+{
+    char  path[] = "/tmp/nsp_test_none_XXXXXX";
+    int   fd     = mkstemp(path);
+    char  cmd[2048];
+    long  size   = -1;
+    FILE *f;
+
+    if (fd < 0) {
+        tap_ok(0, "mkstemp for the captured output");
+        return;
+    }
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "NSPCOMM_LOG_LEVEL=none %s --quiet-child >%s 2>&1", self, path);
+    tap_is_int(system(cmd), 0, "child at NSPCOMM_LOG_LEVEL=NONE keeps its errors and exits 0");
+    f = fopen(path, "r");
+    if (f != NULL) {
+        fseek(f, 0, SEEK_END);
+        size = ftell(f);
+        fclose(f);
+    }
+    tap_is_int((int)size, 0, "NSPCOMM_LOG_LEVEL=NONE: the library printed nothing");
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--quiet-child") == 0) {
+        return quiet_child();
+    }
     if (argc > 1 && strcmp(argv[1], "--log-child") == 0) {
         NSP_INFO("hello from the child %d", 42);
         NSP_DEBUG("this DEBUG line must not appear at INFO");
@@ -77,5 +126,6 @@ int main(int argc, char **argv)
     test_status_strings();
     test_last_error();
     test_log_file(argv[0]);
+    test_log_none(argv[0]);
     return tap_done();
 }

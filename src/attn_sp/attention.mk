@@ -7,6 +7,7 @@ libnspattn_la_SOURCES = \
 	src/attn_sp/attn_ref.c \
 	src/attn_sp/attn_bytes.c \
 	src/attn_sp/attn_tile.c \
+	src/attn_sp/attn_tile_geom.c \
 	src/attn_sp/attn_tile_generic.c \
 	src/attn_sp/attn_tile_avx2.c \
 	src/attn_sp/attn_ring_math.c

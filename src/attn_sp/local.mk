@@ -5,13 +5,15 @@ libnspcomm_la_SOURCES += \
 	src/attn_sp/layout.c \
 	src/attn_sp/pack.c \
 	src/attn_sp/nested_a2a.c \
-	src/attn_sp/a2a_bytes.c
+	src/attn_sp/a2a_bytes.c \
+	src/attn_sp/nested_a2a_api.c
 noinst_HEADERS += \
 	src/attn_sp/a2a_bytes.h \
 	src/attn_sp/layout.h \
 	src/attn_sp/pack.h \
 	src/attn_sp/nested_a2a.h \
-	src/attn_sp/nested_a2a_common.h
+	src/attn_sp/nested_a2a_common.h \
+	src/attn_sp/nested_a2a_engine.h
 
 # Tests of the nested all-to-all (tests/a2a/): pure ones in one process.
 check_LTLIBRARIES += tests/a2a/liba2aref.la
@@ -46,6 +48,11 @@ check_PROGRAMS += tests/a2a/test_a2a_mapped
 TESTS += tests/a2a/test_a2a_mapped
 tests_a2a_test_a2a_mapped_SOURCES = tests/a2a/test_a2a_mapped.c
 tests_a2a_test_a2a_mapped_LDADD = $(A2A_TEST_LIBS)
+# Persistent handles, two worlds in one process, two threads with a world each.
+check_PROGRAMS += tests/a2a/test_a2a_worlds
+TESTS += tests/a2a/test_a2a_worlds
+tests_a2a_test_a2a_worlds_SOURCES = tests/a2a/test_a2a_worlds.c
+tests_a2a_test_a2a_worlds_LDADD = $(A2A_TEST_LIBS)
 endif
 
 # perf/nsp_a2a_perf end to end on 4 forked ranks (small sizes).

@@ -6,9 +6,9 @@
 #include "config.h"
 
 #include "attn_sp/nested_a2a.h"
-#include "attn_sp/a2a_bytes.h"
 #include "attn_sp/layout.h"
 #include "attn_sp/nested_a2a_common.h"
+#include "attn_sp/nested_a2a_engine.h"
 #include "attn_sp/pack.h"
 #include "common/log.h"
 #include "nested_groups/tree.h"
@@ -16,90 +16,95 @@
 #include "transport/comm.h"
 #include "transport/request.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef NSP_HAVE_CUDA
-#include "attn_sp/nested_a2a_cuda.h" /* device memory: the CUDA path */
-#endif
+/* ---- what the host engine keeps per world --------------------------------- */
 
-/* ---- scratch buffers kept between posts ---------------------------------- */
-
-/* Pack and receive space is large and touched once per post; keeping it
- * avoids page faults on every call. A few buffers, best fit. */
+/* Pack and receive space is large and touched on every exchange; a world
+ * keeps the space of destroyed exchanges (a few buffers, best fit), so
+ * one-shot posts (nsp_a2a_post) do not page-fault on every call. A handle
+ * holds its own space from create to destroy. */
 #define A2A_POOL_MAX 8
 
-static struct {
-    void  *ptr;
-    size_t cap;
-} a2a_pool[A2A_POOL_MAX];
-static int a2a_pool_n;
-static int a2a_ops_live; /* operations not yet freed */
-/* levels of mapped posts that read in place / fell back (nsp_a2a_mapped_counts) */
-static uint64_t a2a_levels_mapped, a2a_levels_fell_back;
+typedef struct a2a_host_world {
+    struct {
+        void  *ptr;
+        size_t cap;
+    } pool[A2A_POOL_MAX];
+    int      pool_n;
+    uint64_t levels_mapped;    /* levels of mapped exchanges that read in place */
+    uint64_t levels_fell_back; /* ... that fell back to the transport */
+} a2a_host_world_t;
 
-static void *scratch_get(size_t size, size_t *cap)
+static void host_world_release(void *ptr)
+{
+    a2a_host_world_t *hw = ptr;
+
+    for (int k = 0; k < hw->pool_n; ++k) {
+        free(hw->pool[k].ptr);
+    }
+    free(hw);
+}
+
+/* The host engine's state of `world`, made on first use (NULL: no memory). */
+static a2a_host_world_t *host_world(nsp_comm_t *world)
+{
+    nsp_comm_slot_t *slot = nsp_comm_slot(world, NSP_COMM_SLOT_A2A_HOST);
+
+    if (slot->ptr == NULL) {
+        slot->ptr     = calloc(1, sizeof(a2a_host_world_t));
+        slot->release = host_world_release;
+    }
+    return slot->ptr;
+}
+
+static void *scratch_get(a2a_host_world_t *hw, size_t size, size_t *cap)
 {
     int best = -1;
 
     size = size > 0 ? size : 1;
-    for (int k = 0; k < a2a_pool_n; ++k) {
-        if (a2a_pool[k].cap >= size && (best < 0 || a2a_pool[k].cap < a2a_pool[best].cap)) {
+    for (int k = 0; k < hw->pool_n; ++k) {
+        if (hw->pool[k].cap >= size && (best < 0 || hw->pool[k].cap < hw->pool[best].cap)) {
             best = k;
         }
     }
     if (best >= 0) {
-        void *p = a2a_pool[best].ptr;
-        *cap    = a2a_pool[best].cap;
-        a2a_pool[best] = a2a_pool[--a2a_pool_n];
+        void *p = hw->pool[best].ptr;
+        *cap    = hw->pool[best].cap;
+        hw->pool[best] = hw->pool[--hw->pool_n];
         return p;
     }
     *cap = size;
     return malloc(size);
 }
 
-static void scratch_put(void *ptr, size_t cap)
+static void scratch_put(a2a_host_world_t *hw, void *ptr, size_t cap)
 {
     int smallest = 0;
 
     if (ptr == NULL) {
         return;
     }
-    if (a2a_pool_n < A2A_POOL_MAX) {
-        a2a_pool[a2a_pool_n].ptr   = ptr;
-        a2a_pool[a2a_pool_n++].cap = cap;
+    if (hw->pool_n < A2A_POOL_MAX) {
+        hw->pool[hw->pool_n].ptr   = ptr;
+        hw->pool[hw->pool_n++].cap = cap;
         return;
     }
-    for (int k = 1; k < a2a_pool_n; ++k) {
-        if (a2a_pool[k].cap < a2a_pool[smallest].cap) {
+    for (int k = 1; k < hw->pool_n; ++k) {
+        if (hw->pool[k].cap < hw->pool[smallest].cap) {
             smallest = k;
         }
     }
-    if (a2a_pool[smallest].cap < cap) { /* keep the larger buffers */
-        free(a2a_pool[smallest].ptr);
-        a2a_pool[smallest].ptr = ptr;
-        a2a_pool[smallest].cap = cap;
+    if (hw->pool[smallest].cap < cap) { /* keep the larger buffers */
+        free(hw->pool[smallest].ptr);
+        hw->pool[smallest].ptr = ptr;
+        hw->pool[smallest].cap = cap;
     } else {
         free(ptr);
     }
-}
-
-nsp_status_t nsp_a2a_release_cache(void)
-{
-    if (a2a_ops_live > 0) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_release_cache: %d nested all-to-alls "
-                         "are still in flight; free their requests first", a2a_ops_live);
-    }
-    for (int k = 0; k < a2a_pool_n; ++k) {
-        free(a2a_pool[k].ptr);
-    }
-    a2a_pool_n = 0;
-#ifdef NSP_HAVE_CUDA
-    return nsp_a2a_cuda_release_cache();
-#else
-    return NSP_OK;
-#endif
 }
 
 /* ---- pure helpers -------------------------------------------------------- */
@@ -109,35 +114,49 @@ uint32_t nsp_a2a_tag(uint32_t post_seq, int degree)
     return NSP_TP_TAG(NSP_TP_TAG_CLASS_A2A, ((post_seq & 0xfffu) << 12) | ((uint32_t)degree & 0xfffu));
 }
 
-size_t nsp_a2a_direct_min(void)
-{
-    static size_t cached;
-    const char   *env;
+/* The environment is configuration of the process, read once (any thread). */
+static pthread_once_t direct_min_once = PTHREAD_ONCE_INIT;
+static size_t         direct_min_bytes;
 
-    if (cached == 0) {
-        env    = getenv("NSPCOMM_A2A_DIRECT_MIN");
-        cached = NSP_PACK_DIRECT_MIN_BYTES;
-        if (env != NULL && *env != '\0') {
-            char              *end;
-            unsigned long long v = strtoull(env, &end, 10);
-            if (*end == '\0' && v > 0) {
-                cached = (size_t)v;
-            } else {
-                NSP_WARN("NSPCOMM_A2A_DIRECT_MIN=%s is not a positive byte count; using %zu",
-                         env, cached);
-            }
+static void direct_min_read(void)
+{
+    const char *env = getenv("NSPCOMM_A2A_DIRECT_MIN");
+
+    direct_min_bytes = NSP_PACK_DIRECT_MIN_BYTES;
+    if (env != NULL && *env != '\0') {
+        char              *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (*end == '\0' && v > 0) {
+            direct_min_bytes = (size_t)v;
+        } else {
+            NSP_WARN("NSPCOMM_A2A_DIRECT_MIN=%s is not a positive byte count; using %zu",
+                     env, direct_min_bytes);
         }
     }
-    return cached;
 }
 
-nsp_status_t nsp_a2a_mapped_counts(uint64_t *mapped, uint64_t *fell_back)
+size_t nsp_a2a_direct_min(void)
 {
+    pthread_once(&direct_min_once, direct_min_read);
+    return direct_min_bytes;
+}
+
+nsp_status_t nsp_a2a_mapped_counts(nsp_comm_t *world, uint64_t *mapped, uint64_t *fell_back)
+{
+    a2a_host_world_t *hw;
+
+    if (world == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_mapped_counts: NULL world");
+    }
+    hw = host_world(world);
+    if (hw == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "nsp_a2a_mapped_counts: cannot allocate");
+    }
     if (mapped != NULL) {
-        *mapped = a2a_levels_mapped;
+        *mapped = hw->levels_mapped;
     }
     if (fell_back != NULL) {
-        *fell_back = a2a_levels_fell_back;
+        *fell_back = hw->levels_fell_back;
     }
     return NSP_OK;
 }
@@ -181,7 +200,8 @@ nsp_status_t nsp_a2a_compare_hashes(const uint64_t *hashes, int nranks, const ch
     return nsp_error(NSP_ERR_MISMATCH, "%s: %d rank(s) (%s%s) differ from rank 0 (hash "
                      "%016llx on rank %d vs %016llx on rank 0); every rank must build its "
                      "layout from the same plan and round and pass the same direction, heads, "
-                     "head_dim, elem_size, replicas and mapped", what, ndiff, list,
+                     "head_dim, elem_size, replicas and mapped, after the same exchanges "
+                     "on this world", what, ndiff, list,
                      ndiff > 8 ? ",..." : "", (unsigned long long)hashes[first], first,
                      (unsigned long long)hashes[0]);
 }
@@ -260,7 +280,10 @@ typedef struct a2a_level {
 } a2a_level_t;
 
 struct a2a_op {
-    nsp_levels_t       *queues;
+    nsp_a2a_t           base;           /* FIRST: the public handle */
+    nsp_comm_t         *comm;           /* the tree's world */
+    a2a_host_world_t   *hw;             /* its host engine state */
+    nsp_levels_t       *queues;         /* the running exchange's steps; NULL between */
     nsp_tp_comm_t      *world;
     int                 nlevels;
     int                 live;           /* level requests not yet freed */
@@ -272,29 +295,44 @@ struct a2a_op {
     int                 heads;
     size_t              row_bytes;      /* D * elem_size */
     nsp_a2a_replicas_t  replicas;
-    uint32_t            post_seq;
+    uint32_t            post_seq;       /* the world's operation number of this start */
     size_t              direct_min;     /* nsp_a2a_direct_min() at post */
     int                 mapped;         /* params->mapped: levels may read mapped sources */
+    int                 serial;         /* levels one after another */
+    nsp_layout_info_t   info;           /* of the layout at create */
+    int64_t             head_rows;      /* rows of the head-sharded block */
     const char         *src;
     char               *dst;
     a2a_level_t        *levels;         /* [nlevels] */
 };
 
-static uint32_t a2a_post_count; /* every rank counts its posts alike */
-
-static void level_release_scratch(a2a_level_t *L)
+static void level_release_scratch(a2a_op_t *op, a2a_level_t *L)
 {
-    scratch_put(L->send_scratch, L->send_cap);
-    scratch_put(L->recv_scratch, L->recv_cap);
+    scratch_put(op->hw, L->send_scratch, L->send_cap);
+    scratch_put(op->hw, L->recv_scratch, L->recv_cap);
     L->send_scratch = NULL;
     L->recv_scratch = NULL;
 }
 
+/* Free the transport requests of a run (abandoning what is still in
+ * flight) and its step queues; the levels stay built for the next start. */
+static void op_disarm(a2a_op_t *op)
+{
+    for (int l = 0; l < op->nlevels && op->levels != NULL; ++l) {
+        a2a_level_t *L = &op->levels[l];
+        nsp_a2a_tps_reset(&L->tps);
+        nsp_a2a_tps_reset(&L->ctl);
+    }
+    nsp_levels_free(op->queues);
+    op->queues = NULL;
+}
+
 static void op_destroy(a2a_op_t *op)
 {
-    for (int l = 0; l < op->nlevels; ++l) {
+    op_disarm(op);
+    for (int l = 0; l < op->nlevels && op->levels != NULL; ++l) {
         a2a_level_t *L = &op->levels[l];
-        nsp_a2a_tps_free(&L->tps); /* abandons what is still in flight */
+        nsp_a2a_tps_free(&L->tps);
         nsp_a2a_tps_free(&L->ctl);
         free(L->descs);
         free(L->copied);
@@ -302,12 +340,10 @@ static void op_destroy(a2a_op_t *op)
         free(L->parts);
         free(L->counts);
         free(L->sels);
-        level_release_scratch(L);
+        level_release_scratch(op, L);
     }
-    nsp_levels_free(op->queues);
     free(op->levels);
     free(op);
-    --a2a_ops_live;
 }
 
 /* Gated posts: the level's first step waits until the caller opens it. */
@@ -351,13 +387,6 @@ static nsp_status_t step_start(void *arg)
     a2a_op_t    *op = L->op;
     int          s2h = op->dir == NSP_A2A_SEQ_TO_HEAD, idle;
 
-    L->send_scratch = scratch_get(L->send_total, &L->send_cap);
-    L->recv_scratch = scratch_get(L->recv_total, &L->recv_cap);
-    if (L->send_scratch == NULL || L->recv_scratch == NULL) {
-        return nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate %zu + %zu "
-                         "bytes of pack space for level %d (degree %d)", L->send_total,
-                         L->recv_total, L->level, L->lv.degree);
-    }
     for (int k = 0; k < L->nparts; ++k) {
         a2a_part_t *P = &L->parts[k];
         int         direct = P->seq >= 0;
@@ -512,7 +541,7 @@ static nsp_status_t step_decide(void *arg)
         if (!all) {
             NSP_DEBUG("a2a post %u level %d: index %d's source is not mapped for the whole "
                       "group; exchanging through the transport", op->post_seq, L->level, q);
-            ++a2a_levels_fell_back;
+            ++op->hw->levels_fell_back;
             return step_start(L);
         }
     }
@@ -522,7 +551,7 @@ static nsp_status_t step_decide(void *arg)
         }
     }
     L->mapped = 1;
-    ++a2a_levels_mapped;
+    ++op->hw->levels_mapped;
     NSP_TRACE("a2a post %u level %d: copied from mapped peers at %.6f", op->post_seq,
               L->level, nsp_now_s());
     /* zero bytes to and from every peer: "I no longer read your source" */
@@ -553,8 +582,7 @@ static nsp_status_t step_exchange(void *arg)
     return status;
 }
 
-/* Level l > 0, last step: unpack what did not land in place, release the
- * scratch space. */
+/* Level l > 0, last step: unpack what did not land in place. */
 static nsp_status_t step_finish(void *arg)
 {
     a2a_level_t *L  = arg;
@@ -580,7 +608,6 @@ static nsp_status_t step_finish(void *arg)
         status = nsp_pack_copy_self(&L->view, op->dir, op->heads, op->row_bytes, op->replicas,
                                     L->src, L->dst);
     }
-    level_release_scratch(L);
     NSP_TRACE("a2a post %u level %d: unpacked at %.6f", op->post_seq, L->level, nsp_now_s());
     return status;
 }
@@ -612,8 +639,13 @@ static void level_req_free(nsp_request_t *req)
         return;
     }
     L->freed = 1;
-    if (--op->live == 0) {
+    if (--op->live > 0) {
+        return;
+    }
+    if (op->base.oneshot) {
         op_destroy(op);
+    } else {
+        op_disarm(op); /* ready for the next nsp_a2a_start() */
     }
 }
 
@@ -647,9 +679,15 @@ static nsp_status_t check_params(const nsp_a2a_params_t *p, const nsp_layout_inf
         return nsp_error(NSP_ERR_INVALID_ARG, "%s: REPLICAS_SUM_F32 needs float32 elements, "
                          "elem_size is %zu", what, es);
     }
-    if ((info->local_tokens > 0 || head_rows > 0) && (p->src == NULL || p->dst == NULL)) {
+    return NSP_OK;
+}
+
+nsp_status_t nsp_a2a_check_bufs(const nsp_a2a_prep_t *prep, const void *src, const void *dst,
+                                const char *what)
+{
+    if ((prep->info.local_tokens > 0 || prep->head_rows > 0) && (src == NULL || dst == NULL)) {
         return nsp_error(NSP_ERR_INVALID_ARG, "%s: NULL src or dst for %lld tokens", what,
-                         (long long)info->local_tokens);
+                         (long long)prep->info.local_tokens);
     }
     return NSP_OK;
 }
@@ -688,6 +726,7 @@ nsp_status_t nsp_a2a_prepare(nsp_tree_t *tree, const nsp_layout_t *layout,
     NSP_CHECK(nsp_layout_head_rows(layout, params->heads, &head_rows));
     NSP_CHECK(check_params(params, &prep->info, head_rows, what));
     NSP_CHECK(a2a_world(tree, &prep->info, what, &prep->world));
+    prep->head_rows = head_rows;
     prep->serial   = (mask & NSP_A2A_FIELD_SERIAL) ? params->serial : 0;
     prep->check    = (mask & NSP_A2A_FIELD_CHECK) ? params->check : 1;
     prep->replicas = (mask & NSP_A2A_FIELD_REPLICAS) ? params->replicas : NSP_A2A_REPLICAS_FIRST;
@@ -720,15 +759,19 @@ out_free:
 nsp_status_t nsp_a2a_agree(const nsp_a2a_prep_t *prep, const nsp_a2a_params_t *params,
                            const char *what)
 {
+    uint64_t hash;
+    uint32_t seq;
+
     if (!prep->check) {
         return NSP_OK;
     }
-    return nsp_a2a_allgather_check(prep->world,
-                                   nsp_a2a_check_hash(prep->info.plan_hash, params->direction,
-                                                      params->heads, params->head_dim,
-                                                      params->elem_size, prep->replicas,
-                                                      prep->mapped),
-                                   what);
+    /* the world's operation number too: ranks whose counts drifted apart
+     * would cross their messages */
+    seq  = nsp_comm_seq(prep->world);
+    hash = nsp_a2a_check_hash(prep->info.plan_hash, params->direction, params->heads,
+                              params->head_dim, params->elem_size, prep->replicas,
+                              prep->mapped);
+    return nsp_a2a_allgather_check(prep->world, nsp_fnv1a(hash, &seq, sizeof(seq)), what);
 }
 
 void nsp_a2a_level_bufs(nsp_a2a_dir_t dir, const char *src, char *dst, int heads,
@@ -778,11 +821,18 @@ nsp_status_t nsp_a2a_tps_alloc(nsp_a2a_tps_t *t, size_t max)
     return t->reqs != NULL && t->seen != NULL ? NSP_OK : NSP_ERR_NO_MEMORY;
 }
 
-void nsp_a2a_tps_free(nsp_a2a_tps_t *t)
+void nsp_a2a_tps_reset(nsp_a2a_tps_t *t)
 {
     for (int k = 0; k < t->n; ++k) {
         nsp_request_free(t->reqs[k]);
+        t->reqs[k] = NULL;
     }
+    t->n = 0;
+}
+
+void nsp_a2a_tps_free(nsp_a2a_tps_t *t)
+{
+    nsp_a2a_tps_reset(t);
     free(t->reqs);
     free(t->seen);
     memset(t, 0, sizeof(*t));
@@ -1006,7 +1056,9 @@ static nsp_status_t level_setup_mapped(a2a_level_t *L)
     return NSP_OK;
 }
 
-static nsp_status_t level_setup(nsp_tree_t *tree, const nsp_layout_t *layout, a2a_op_t *op,
+/* Build level l of the exchange: its views, communicator, parts and
+ * scratch space (owned by the handle from here to destroy). */
+static nsp_status_t level_build(nsp_tree_t *tree, const nsp_layout_t *layout, a2a_op_t *op,
                                 int l)
 {
     a2a_level_t *L = &op->levels[l];
@@ -1014,13 +1066,49 @@ static nsp_status_t level_setup(nsp_tree_t *tree, const nsp_layout_t *layout, a2
 
     L->op    = op;
     L->level = l;
-    nsp_request_init(&L->req, &a2a_level_req_ops, op->world->timeout_s);
     NSP_CHECK(nsp_layout_level(layout, l, &L->lv));
     L->tag_degree = L->lv.degree;
     nsp_layout_level_as_exchange(&L->lv); /* a ring level: its Ulysses subgroup */
     NSP_CHECK(nsp_layout_level_view(layout, l, &L->view));
     NSP_CHECK(nsp_layout_heads(layout, l, op->heads, &L->hs));
     d = L->lv.degree;
+    if (l == 0) {
+        return NSP_OK;
+    }
+    NSP_CHECK(nsp_a2a_level_comm(tree, &L->lv, op->world, &L->tp, &L->pairwise));
+    NSP_CHECK(nsp_layout_degree_id(layout, l, &L->degree_id));
+    NSP_CHECK(nsp_pack_self_is_first(&L->view, op->heads, &L->self_first));
+    NSP_CHECK(level_make_parts(L));
+    NSP_DEBUG("nested all-to-all %s: level %d degree %d (group %d..%d, %s), %d seqs in %d "
+              "part(s) (%d in place), sends %zu B, receives %zu B",
+              op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d, L->lv.rank0,
+              L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world" : "tree group",
+              L->lv.nseqs, L->nparts, level_direct_parts(L), level_bytes(L, 0),
+              level_bytes(L, 1));
+    NSP_CHECK(level_setup_mapped(L));
+    L->send_scratch = scratch_get(op->hw, L->send_total, &L->send_cap);
+    L->recv_scratch = scratch_get(op->hw, L->recv_total, &L->recv_cap);
+    if (L->send_scratch == NULL || L->recv_scratch == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate %zu + %zu "
+                         "bytes of pack space for level %d (degree %d)", L->send_total,
+                         L->recv_total, L->level, L->lv.degree);
+    }
+    return NSP_OK;
+}
+
+/* Arm level l for one start: its request, its buffers and its steps. */
+static nsp_status_t level_arm(a2a_op_t *op, int l)
+{
+    a2a_level_t *L = &op->levels[l];
+
+    nsp_request_init(&L->req, &a2a_level_req_ops, op->world->timeout_s);
+    L->freed    = 0;
+    L->open     = 0;
+    L->mapped   = 0;
+    L->spec_off = 0;
+    if (L->copied != NULL) {
+        memset(L->copied, 0, (size_t)L->lv.degree);
+    }
     nsp_a2a_level_bufs(op->dir, op->src, op->dst, op->heads, op->row_bytes, &L->lv, &L->hs,
                        &L->src, &L->dst);
     if (op->gated) {
@@ -1029,17 +1117,6 @@ static nsp_status_t level_setup(nsp_tree_t *tree, const nsp_layout_t *layout, a2
     if (l == 0) {
         return nsp_levels_push(op->queues, 0, step_copy_level0, L, "copy level 0");
     }
-    NSP_CHECK(nsp_a2a_level_comm(tree, &L->lv, op->world, &L->tp, &L->pairwise));
-    NSP_CHECK(nsp_layout_degree_id(layout, l, &L->degree_id));
-    NSP_CHECK(nsp_pack_self_is_first(&L->view, op->heads, &L->self_first));
-    NSP_CHECK(level_make_parts(L));
-    NSP_INFO("nested all-to-all %s: level %d degree %d (group %d..%d, %s), %d seqs in %d "
-             "part(s) (%d in place), sends %zu B, receives %zu B",
-             op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d, L->lv.rank0,
-             L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world" : "tree group",
-             L->lv.nseqs, L->nparts, level_direct_parts(L), level_bytes(L, 0),
-             level_bytes(L, 1));
-    NSP_CHECK(level_setup_mapped(L));
     if (L->may_map) {
         NSP_CHECK(nsp_levels_push(op->queues, l, step_announce, L, "announce mapped source"));
         NSP_CHECK(nsp_levels_push(op->queues, l, step_decide, L,
@@ -1064,21 +1141,6 @@ nsp_status_t nsp_layout_check(nsp_tree_t *tree, const nsp_layout_t *layout)
     return nsp_a2a_allgather_check(world, info.plan_hash, "layout check");
 }
 
-static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
-                             const nsp_a2a_params_t *params, int gated, nsp_request_t **reqs);
-
-nsp_status_t nsp_a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
-                          const nsp_a2a_params_t *params, nsp_request_t **reqs)
-{
-    return a2a_post(tree, layout, params, 0, reqs);
-}
-
-nsp_status_t nsp_a2a_post_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
-                                const nsp_a2a_params_t *params, nsp_request_t **reqs)
-{
-    return a2a_post(tree, layout, params, 1, reqs);
-}
-
 nsp_status_t nsp_a2a_level_open(nsp_request_t *req)
 {
     a2a_level_t *L = (a2a_level_t *)req;
@@ -1095,96 +1157,169 @@ nsp_status_t nsp_a2a_level_open(nsp_request_t *req)
     return nsp_levels_progress(L->op->queues, NULL);
 }
 
-static nsp_status_t a2a_post(nsp_tree_t *tree, const nsp_layout_t *layout,
-                             const nsp_a2a_params_t *params, int gated, nsp_request_t **reqs)
-{
-    nsp_a2a_prep_t prep;
-    nsp_comm_t    *world;
-    a2a_op_t      *op;
-    int            nlevels;
-    nsp_status_t   status;
+/* ---- the host engine ----------------------------------------------------- */
 
-    if (tree == NULL || layout == NULL || params == NULL || reqs == NULL) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_post: NULL tree, layout, params or "
-                         "requests");
-    }
-    NSP_CHECK(nsp_a2a_check_bytes(layout, params, "nsp_a2a_post"));
-#ifdef NSP_HAVE_CUDA
-    /* A world that moves device memory (nccl) takes the CUDA path. */
-    if (nsp_tree_world(tree, &world) == NSP_OK &&
-        nsp_comm_tp(world)->ops->mem_type == NSP_MEM_CUDA) {
-        if (gated) {
-            return nsp_error(NSP_ERR_UNSUPPORTED, "gated nested all-to-all: the CUDA path "
-                             "has no gated levels yet; use the UCX backend with host buffers");
-        }
-        return nsp_a2a_post_cuda(tree, layout, params, reqs);
-    }
-#endif
-    NSP_CHECK(nsp_a2a_prepare(tree, layout, params, "nested all-to-all", &prep));
-    world   = prep.world;
-    nlevels = prep.info.nlevels;
-    if ((params->field_mask & NSP_A2A_FIELD_STREAM) && params->stream != NULL) {
-        return nsp_error(NSP_ERR_UNSUPPORTED, "nested all-to-all: a CUDA stream was given but "
-                         "this is the host path (UCX, host memory); pass stream = NULL");
-    }
-    if (nsp_comm_tp(world)->ops->mem_type != NSP_MEM_HOST) {
+static nsp_status_t host_check_world(const nsp_a2a_prep_t *prep)
+{
+    nsp_tp_comm_t *tp = nsp_comm_tp(prep->world);
+
+    if (tp->ops->mem_type != NSP_MEM_HOST) {
         return nsp_error(NSP_ERR_UNSUPPORTED, "nested all-to-all: the '%s' backend moves "
                          "device memory, and this build's nested all-to-all packs on the host "
-                         "only; use the UCX backend with host buffers",
-                         nsp_comm_tp(world)->ops->name);
+                         "only; use the UCX backend with host buffers", tp->ops->name);
     }
-    NSP_CHECK(nsp_a2a_agree(&prep, params, "nested all-to-all"));
+    return NSP_OK;
+}
 
-    op = calloc(1, sizeof(*op));
+/* A handle with its levels built (no steps yet). */
+static nsp_status_t host_build(nsp_tree_t *tree, const nsp_layout_t *layout,
+                               const nsp_a2a_params_t *params, const nsp_a2a_prep_t *prep,
+                               int gated, a2a_op_t **out)
+{
+    int          nlevels = prep->info.nlevels;
+    a2a_op_t    *op      = calloc(1, sizeof(*op));
+    nsp_status_t status;
+
     if (op == NULL) {
         return nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate");
     }
-    ++a2a_ops_live;
-    op->world     = nsp_comm_tp(world);
-    op->nlevels   = nlevels;
-    op->dir       = params->direction;
-    op->heads     = params->heads;
-    op->row_bytes = (size_t)params->head_dim * params->elem_size;
-    op->replicas  = prep.replicas;
-    op->post_seq  = a2a_post_count++;
-    op->direct_min = nsp_a2a_direct_min();
-    op->gated     = gated;
-    op->mapped    = prep.mapped;
-    op->src       = params->src;
-    op->dst       = params->dst;
-    op->levels    = calloc((size_t)nlevels, sizeof(*op->levels));
-    if (op->levels == NULL) {
+    op->base.engine  = prep->mapped ? &nsp_a2a_engine_host_mapped : &nsp_a2a_engine_host;
+    op->base.nlevels = nlevels;
+    op->comm         = prep->world;
+    op->hw           = host_world(prep->world);
+    op->world        = nsp_comm_tp(prep->world);
+    op->nlevels      = nlevels;
+    op->dir          = params->direction;
+    op->heads        = params->heads;
+    op->row_bytes    = (size_t)params->head_dim * params->elem_size;
+    op->replicas     = prep->replicas;
+    op->direct_min   = nsp_a2a_direct_min();
+    op->gated        = gated;
+    op->serial       = prep->serial;
+    op->mapped       = prep->mapped;
+    op->levels       = calloc((size_t)nlevels, sizeof(*op->levels));
+    if (op->hw == NULL || op->levels == NULL) {
         status = nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate %d levels",
                            nlevels);
         goto err_destroy_op;
     }
-    /* steps of a level: [open,] pack and post (or announce, then copy or
-     * pack and post, when mapped), exchange, unpack */
-    NSP_CHECK_GOTO(nsp_levels_create(nlevels, 3 + (gated ? 1 : 0) + (prep.mapped ? 1 : 0),
-                                     prep.serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
-                                     &op->queues), status, err_destroy_op);
     for (int l = 0; l < nlevels; ++l) {
-        NSP_CHECK_GOTO(level_setup(tree, layout, op, l), status, err_destroy_op);
+        NSP_CHECK_GOTO(level_build(tree, layout, op, l), status, err_destroy_op);
     }
-
-    /* First pass: every level packs and posts (ascending); level 0's copy
-     * waits for the second pass, so the exchanges are already under way. */
-    NSP_CHECK_GOTO(nsp_levels_progress(op->queues, NULL), status, err_destroy_op);
-    op->first_pass_done = 1;
-    NSP_CHECK_GOTO(nsp_levels_progress(op->queues, NULL), status, err_destroy_op);
-    for (int l = 0; l < nlevels; ++l) {
-        status = nsp_levels_status(op->queues, l);
-        if (status < 0) {
-            goto err_destroy_op;
-        }
-    }
-    op->live = nlevels;
-    for (int l = 0; l < nlevels; ++l) {
-        reqs[l] = &op->levels[l].req;
-    }
+    *out = op;
     return NSP_OK;
 
 err_destroy_op:
     op_destroy(op);
     return status;
 }
+
+static nsp_status_t host_create(nsp_tree_t *tree, const nsp_layout_t *layout,
+                                const nsp_a2a_params_t *params, int gated, nsp_a2a_t **a2a)
+{
+    nsp_a2a_prep_t prep;
+    a2a_op_t      *op = NULL;
+
+    NSP_CHECK(nsp_a2a_prepare(tree, layout, params, "nested all-to-all", &prep));
+    NSP_CHECK(host_check_world(&prep));
+    NSP_CHECK(nsp_a2a_agree(&prep, params, "nested all-to-all"));
+    NSP_CHECK(host_build(tree, layout, params, &prep, gated, &op));
+    op->head_rows = prep.head_rows;
+    op->info      = prep.info;
+    *a2a          = &op->base;
+    return NSP_OK;
+}
+
+static nsp_status_t host_start(nsp_a2a_t *a2a, const void *src, void *dst, void *stream,
+                               nsp_request_t **reqs)
+{
+    a2a_op_t      *op = (a2a_op_t *)a2a;
+    int            nlevels = op->nlevels;
+    nsp_a2a_prep_t prep = {.info = op->info, .head_rows = op->head_rows};
+    nsp_status_t   status;
+
+    if (op->live > 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_start: %d level request(s) of the last "
+                         "start are still held; free them first", op->live);
+    }
+    if (stream != NULL) {
+        return nsp_error(NSP_ERR_UNSUPPORTED, "nested all-to-all: a CUDA stream was given but "
+                         "this is the host path (UCX, host memory); pass stream = NULL");
+    }
+    NSP_CHECK(nsp_a2a_check_bufs(&prep, src, dst, "nested all-to-all"));
+    op->src             = src;
+    op->dst             = dst;
+    op->post_seq        = nsp_comm_seq(op->comm);
+    op->first_pass_done = 0;
+    op->progress        = 0;
+    /* steps of a level: [open,] pack and post (or announce, then copy or
+     * pack and post, when mapped), exchange, unpack */
+    NSP_CHECK(nsp_levels_create(nlevels, 3 + (op->gated ? 1 : 0) + (op->mapped ? 1 : 0),
+                                op->serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
+                                &op->queues));
+    for (int l = 0; l < nlevels; ++l) {
+        NSP_CHECK_GOTO(level_arm(op, l), status, err_disarm);
+    }
+    /* First pass: every level packs and posts (ascending); level 0's copy
+     * waits for the second pass, so the exchanges are already under way. */
+    NSP_CHECK_GOTO(nsp_levels_progress(op->queues, NULL), status, err_disarm);
+    op->first_pass_done = 1;
+    NSP_CHECK_GOTO(nsp_levels_progress(op->queues, NULL), status, err_disarm);
+    for (int l = 0; l < nlevels; ++l) {
+        status = nsp_levels_status(op->queues, l);
+        if (status < 0) {
+            goto err_disarm;
+        }
+    }
+    nsp_comm_seq_next(op->comm);
+    op->live = nlevels;
+    for (int l = 0; l < nlevels; ++l) {
+        reqs[l] = &op->levels[l].req;
+    }
+    return NSP_OK;
+
+err_disarm:
+    op_disarm(op);
+    return status;
+}
+
+static nsp_status_t host_open(nsp_a2a_t *a2a, int level)
+{
+    a2a_op_t *op = (a2a_op_t *)a2a;
+
+    if (level < 0 || level >= op->nlevels || op->live == 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nested all-to-all: cannot open level %d (%d "
+                         "levels, %s)", level, op->nlevels, op->live ? "started" : "not started");
+    }
+    return nsp_a2a_level_open(&op->levels[level].req);
+}
+
+static nsp_status_t host_destroy(nsp_a2a_t *a2a)
+{
+    a2a_op_t *op = (a2a_op_t *)a2a;
+
+    if (op->live > 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_destroy: %d level request(s) are still "
+                         "held; free them first", op->live);
+    }
+    op_destroy(op);
+    return NSP_OK;
+}
+
+const nsp_a2a_engine_t nsp_a2a_engine_host = {
+    .name    = "host",
+    .create  = host_create,
+    .start   = host_start,
+    .open    = host_open,
+    .destroy = host_destroy,
+};
+
+/* The same code: host_build picks this table when params.mapped = 1 (each
+ * level then decides whether its group reads in place). */
+const nsp_a2a_engine_t nsp_a2a_engine_host_mapped = {
+    .name    = "host-mapped",
+    .create  = host_create,
+    .start   = host_start,
+    .open    = host_open,
+    .destroy = host_destroy,
+};

@@ -2,9 +2,10 @@
  * The nested variable-length all-to-all (public API in include/nspcomm.h
  * section 7), internal helpers shared with the perf tool and the tests.
  *
- * One nsp_a2a_post() builds an operation with one level entry per level of
- * the layout; each entry embeds the public nsp_request_t of its level and
- * owns a queue of steps in the level queues of src/streams:
+ * The host engine (nested_a2a_engine.h): nsp_a2a_create() builds one level
+ * entry per level of the layout (views, parts, scratch); each start arms
+ * every entry, which embeds the public nsp_request_t of its level, with a
+ * queue of steps in the level queues of src/streams:
  *
  *   level 0:      [copy]                               (no traffic)
  *   level l > 0:  [start] -> [exchange] -> [finish]
@@ -15,8 +16,8 @@
  *     finish    unpack (unless received in place); release scratch
  *
  * Testing any level's request polls every level (ascending), so all levels
- * move; each completes on its own. The operation is freed when the caller
- * has freed every level's request.
+ * move; each completes on its own. When the caller has freed every level's
+ * request the handle may start again (nsp_a2a_post: it is freed).
  */
 #ifndef NSP_ATTN_SP_NESTED_A2A_H_
 #define NSP_ATTN_SP_NESTED_A2A_H_
@@ -74,6 +75,19 @@ nsp_status_t nsp_a2a_post_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
                                 const nsp_a2a_params_t *params, nsp_request_t **reqs);
 
 /**
+ * nsp_a2a_create() of an exchange whose every start is gated as
+ * nsp_a2a_post_gated(): level l of a start moves once nsp_a2a_open(a2a, l)
+ * (or nsp_a2a_level_open() of its request) was called. Host engine only
+ * (the CUDA engine: NSP_ERR_UNSUPPORTED).
+ */
+nsp_status_t nsp_a2a_create_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
+                                  const nsp_a2a_params_t *params, nsp_a2a_t **a2a);
+
+/** Open level `level` of the running start of a gated handle.
+ *  Errors: NSP_ERR_INVALID_ARG (no start running, level out of range). */
+nsp_status_t nsp_a2a_open(nsp_a2a_t *a2a, int level);
+
+/**
  * Open one level of a gated post (`req` is one of its level requests) and
  * start it at once (pack and post). Opening twice is a no-op.
  * Errors: NSP_ERR_INVALID_ARG (not a host nested all-to-all level request).
@@ -81,11 +95,11 @@ nsp_status_t nsp_a2a_post_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
 nsp_status_t nsp_a2a_level_open(nsp_request_t *req);
 
 /**
- * Levels of host posts with mapped = 1 since the process started that read
- * their peers' sources in place (*mapped) and that fell back to the
- * exchange because some rank of the group could not (*fell_back): what
+ * Levels of host exchanges with mapped = 1 on `world` since it was created
+ * that read their peers' sources in place (*mapped) and that fell back to
+ * the exchange because some rank of the group could not (*fell_back): what
  * tests check. Either pointer may be NULL.
  */
-nsp_status_t nsp_a2a_mapped_counts(uint64_t *mapped, uint64_t *fell_back);
+nsp_status_t nsp_a2a_mapped_counts(nsp_comm_t *world, uint64_t *mapped, uint64_t *fell_back);
 
 #endif /* NSP_ATTN_SP_NESTED_A2A_H_ */

@@ -25,25 +25,32 @@ typedef struct nsp_a2a_prep {
     int                check;    /* NSP_A2A_FIELD_CHECK (default 1) */
     nsp_a2a_replicas_t replicas; /* NSP_A2A_FIELD_REPLICAS (default REPLICAS_FIRST) */
     int                mapped;   /* NSP_A2A_FIELD_MAPPED (default 0): 0 or 1 */
+    int64_t            head_rows; /* rows of D of the head-sharded block */
 } nsp_a2a_prep_t;
 
 /**
  * The start of a post on either path: NULL arguments, the layout's info,
  * the parameter checks both paths make (elem_size, heads, head_dim,
- * direction, REPLICAS_SUM_F32 on float32, src and dst for a rank holding
- * data), the world of `tree` (the layout must be for this rank of this
+ * direction, REPLICAS_SUM_F32 on float32; nsp_a2a_check_bufs checks src and
+ * dst), the world of `tree` (the layout must be for this rank of this
  * world) and the optional fields with their defaults. Local: no traffic.
  */
 nsp_status_t nsp_a2a_prepare(nsp_tree_t *tree, const nsp_layout_t *layout,
                              const nsp_a2a_params_t *params, const char *what,
                              nsp_a2a_prep_t *prep);
 
+/** src and dst for a rank holding data (tokens or head rows) must not be
+ *  NULL: NSP_ERR_INVALID_ARG. */
+nsp_status_t nsp_a2a_check_bufs(const nsp_a2a_prep_t *prep, const void *src, const void *dst,
+                                const char *what);
+
 /** Allgather `hash` over `world` and compare (nsp_a2a_compare_hashes names
  *  the ranks that differ). Collective. */
 nsp_status_t nsp_a2a_allgather_check(nsp_comm_t *world, uint64_t hash, const char *what);
 
-/** When prep->check: the agreement of a post (nsp_a2a_check_hash of the
- *  round's plan hash and the parameters) over the world. Collective. */
+/** When prep->check: the agreement of an exchange (nsp_a2a_check_hash of
+ *  the round's plan hash and the parameters, mixed with the world's next
+ *  operation number) over the world. Collective. */
 nsp_status_t nsp_a2a_agree(const nsp_a2a_prep_t *prep, const nsp_a2a_params_t *params,
                            const char *what);
 
@@ -80,6 +87,9 @@ typedef struct nsp_a2a_tps {
 /** Room for `max` requests. Errors: NSP_ERR_NO_MEMORY (no message: the
  *  caller says what it was allocating). */
 nsp_status_t nsp_a2a_tps_alloc(nsp_a2a_tps_t *t, size_t max);
+
+/** Free every request (abandoning what is still in flight); keep the room. */
+void nsp_a2a_tps_reset(nsp_a2a_tps_t *t);
 
 /** Free every request (abandoning what is still in flight) and the room. */
 void nsp_a2a_tps_free(nsp_a2a_tps_t *t);

@@ -13,6 +13,7 @@
 #include "attn_sp/layout.h"
 #include "attn_sp/nested_a2a.h"
 #include "attn_sp/nested_a2a_common.h"
+#include "attn_sp/nested_a2a_engine.h"
 #include "attn_sp/pack.h"
 #include "attn_sp/pack_cuda.h"
 #include "common/log.h"
@@ -31,7 +32,7 @@
 #define CA_WHAT      "nested all-to-all (cuda)"
 #define CA_CACHE_MAX 8 /* layouts whose device tables are kept */
 
-/* ---- state kept between posts --------------------------------------------- */
+/* ---- state a world keeps between exchanges --------------------------------- */
 
 typedef struct ca_entry {
     int               used;
@@ -42,51 +43,73 @@ typedef struct ca_entry {
     uint64_t          last_use;
 } ca_entry_t;
 
-static struct {
+/* Level streams, the scratch pool and the device tables of recent layouts,
+ * per world (slot NSP_COMM_SLOT_A2A_CUDA; freed by nsp_comm_destroy). */
+typedef struct ca_world {
     int                 device;    /* -1: nothing created yet */
     nsp_cuda_streams_t *streams;   /* NSP_TREE_MAX_LEVELS level streams */
     cudaMemPool_t       pool;      /* scratch, stream-ordered */
     int                 have_pool;
     ca_entry_t          cache[CA_CACHE_MAX];
     uint64_t            clock;
-    int                 ops_live;
-    uint32_t            post_count; /* every rank counts its posts alike */
-} ca = {.device = -1};
+    int                 ops_live;  /* operations and handles using the tables */
+} ca_world_t;
 
-static void ca_entry_release(ca_entry_t *e)
+static void ca_entry_release(ca_world_t *ca, ca_entry_t *e)
 {
     for (int l = 0; l < e->nlevels; ++l) {
         /* In stream order after the last kernels of that level. */
-        nsp_cuda_level_release(e->levels[l], nsp_cuda_streams_get(ca.streams, l));
+        nsp_cuda_level_release(e->levels[l], nsp_cuda_streams_get(ca->streams, l));
         e->levels[l] = NULL;
     }
     e->used = 0;
 }
 
-nsp_status_t nsp_a2a_cuda_release_cache(void)
+/* Free the tables, the pool and the streams (nothing may be in flight). */
+static void ca_world_clear(ca_world_t *ca)
 {
-    if (ca.ops_live > 0) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_release_cache: %d nested all-to-alls on "
-                         "the GPU are still in flight; free their requests first", ca.ops_live);
-    }
     for (int k = 0; k < CA_CACHE_MAX; ++k) {
-        if (ca.cache[k].used) {
-            ca_entry_release(&ca.cache[k]);
+        if (ca->cache[k].used) {
+            ca_entry_release(ca, &ca->cache[k]);
         }
     }
-    if (ca.have_pool) {
-        cudaMemPoolDestroy(ca.pool); /* released once its frees completed */
-        ca.have_pool = 0;
+    if (ca->have_pool) {
+        cudaMemPoolDestroy(ca->pool); /* released once its frees completed */
+        ca->have_pool = 0;
     }
-    nsp_cuda_streams_free(ca.streams);
-    ca.streams = NULL;
-    ca.device  = -1;
+    nsp_cuda_streams_free(ca->streams);
+    ca->streams = NULL;
+    ca->device  = -1;
+}
+
+static void ca_world_release(void *ptr)
+{
+    ca_world_clear(ptr);
+    free(ptr);
+}
+
+/* The CUDA engine's state of `world`, made on first use. */
+static nsp_status_t ca_world(nsp_comm_t *world, ca_world_t **out)
+{
+    nsp_comm_slot_t *slot = nsp_comm_slot(world, NSP_COMM_SLOT_A2A_CUDA);
+    ca_world_t      *ca   = slot->ptr;
+
+    if (ca == NULL) {
+        ca = calloc(1, sizeof(*ca));
+        if (ca == NULL) {
+            return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate", CA_WHAT);
+        }
+        ca->device    = -1;
+        slot->ptr     = ca;
+        slot->release = ca_world_release;
+    }
+    *out = ca;
     return NSP_OK;
 }
 
 /* Streams and the scratch pool on the current device (recreated if the
  * caller moved to another device with nothing in flight). */
-static nsp_status_t ca_setup(void)
+static nsp_status_t ca_setup(ca_world_t *ca)
 {
     int              dev = 0;
     struct cudaMemPoolProps props;
@@ -94,41 +117,46 @@ static nsp_status_t ca_setup(void)
     nsp_status_t     status;
 
     NSP_CUDA_CHECK(cudaGetDevice(&dev), CA_WHAT);
-    if (ca.device == dev) {
+    if (ca->device == dev) {
         return NSP_OK;
     }
-    if (ca.device >= 0) {
-        NSP_CHECK(nsp_a2a_cuda_release_cache());
+    if (ca->device >= 0) {
+        if (ca->ops_live > 0) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "%s: the current device changed from %d to "
+                             "%d while %d exchanges use this world's tables", CA_WHAT,
+                             ca->device, dev, ca->ops_live);
+        }
+        ca_world_clear(ca);
     }
-    NSP_CHECK(nsp_cuda_streams_create(NSP_TREE_MAX_LEVELS, dev, 1, &ca.streams));
+    NSP_CHECK(nsp_cuda_streams_create(NSP_TREE_MAX_LEVELS, dev, 1, &ca->streams));
     memset(&props, 0, sizeof(props));
     props.allocType     = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id   = dev;
-    NSP_CUDA_GOTO(cudaMemPoolCreate(&ca.pool, &props), CA_WHAT, status, err_free_streams);
+    NSP_CUDA_GOTO(cudaMemPoolCreate(&ca->pool, &props), CA_WHAT, status, err_free_streams);
     /* Keep freed scratch for the next post instead of returning it. */
-    NSP_CUDA_GOTO(cudaMemPoolSetAttribute(ca.pool, cudaMemPoolAttrReleaseThreshold, &keep),
+    NSP_CUDA_GOTO(cudaMemPoolSetAttribute(ca->pool, cudaMemPoolAttrReleaseThreshold, &keep),
                   CA_WHAT, status, err_destroy_pool);
-    ca.have_pool = 1;
-    ca.device    = dev;
+    ca->have_pool = 1;
+    ca->device    = dev;
     return NSP_OK;
 err_destroy_pool:
-    cudaMemPoolDestroy(ca.pool);
+    cudaMemPoolDestroy(ca->pool);
 err_free_streams:
-    nsp_cuda_streams_free(ca.streams);
-    ca.streams = NULL;
+    nsp_cuda_streams_free(ca->streams);
+    ca->streams = NULL;
     return status;
 }
 
 /* The device tables of a layout: cached, or uploaded now. */
-static nsp_status_t ca_tables(const nsp_layout_t *layout, const nsp_layout_info_t *info,
+static nsp_status_t ca_tables(ca_world_t *ca, const nsp_layout_t *layout, const nsp_layout_info_t *info,
                               ca_entry_t **out)
 {
     ca_entry_t  *e = NULL, *lru = NULL;
     nsp_status_t status;
 
     for (int k = 0; k < CA_CACHE_MAX; ++k) {
-        ca_entry_t *c = &ca.cache[k];
+        ca_entry_t *c = &ca->cache[k];
         if (c->used && c->plan_hash == info->plan_hash && c->rank == info->rank &&
             c->round == info->round && c->nlevels == info->nlevels) {
             e = c;
@@ -145,7 +173,7 @@ static nsp_status_t ca_tables(const nsp_layout_t *layout, const nsp_layout_info_
             return nsp_error(NSP_ERR_NO_MEMORY, "%s: %d layouts are in flight at once; free "
                              "some requests first", CA_WHAT, CA_CACHE_MAX);
         }
-        ca_entry_release(lru);
+        ca_entry_release(ca, lru);
         e = lru;
     }
     memset(e, 0, sizeof(*e));
@@ -160,15 +188,15 @@ static nsp_status_t ca_tables(const nsp_layout_t *layout, const nsp_layout_info_
         NSP_CHECK_GOTO(nsp_cuda_level_create(&view, &e->levels[l]), status, err_release);
     }
 found:
-    e->last_use = ++ca.clock;
+    e->last_use = ++ca->clock;
     *out        = e;
     return NSP_OK;
 err_release:
-    ca_entry_release(e);
+    ca_entry_release(ca, e);
     return status;
 }
 
-static void *ca_alloc(size_t bytes, cudaStream_t s, nsp_status_t *status)
+static void *ca_alloc(ca_world_t *ca, size_t bytes, cudaStream_t s, nsp_status_t *status)
 {
     void       *p = NULL;
     cudaError_t e;
@@ -176,7 +204,7 @@ static void *ca_alloc(size_t bytes, cudaStream_t s, nsp_status_t *status)
     if (bytes == 0) {
         return NULL;
     }
-    e = cudaMallocFromPoolAsync(&p, bytes, ca.pool, s);
+    e = cudaMallocFromPoolAsync(&p, bytes, ca->pool, s);
     if (e != cudaSuccess) {
         *status = nsp_cuda_status(e, CA_WHAT, "cudaMallocFromPoolAsync (scratch)");
         return NULL;
@@ -210,6 +238,7 @@ typedef struct ca_level {
 } ca_level_t;
 
 struct ca_op {
+    ca_world_t        *ca;         /* the world's streams, pool and tables */
     nsp_levels_t      *queues;
     nsp_tp_comm_t     *world;
     ca_entry_t        *entry;
@@ -240,10 +269,10 @@ static void ca_op_destroy(ca_op_t *op)
     if (op->entry != NULL) {
         --op->entry->live;
     }
+    --op->ca->ops_live;
     nsp_levels_free(op->queues);
     free(op->levels);
     free(op);
-    --ca.ops_live;
 }
 
 /* Post the level's exchange on its stream (as the host path). */
@@ -266,9 +295,9 @@ static nsp_status_t ca_enqueue_level(ca_level_t *L)
     void        *recv;
 
     if (op->dir == NSP_A2A_SEQ_TO_HEAD) {
-        send = send_scratch = ca_alloc(nsp_a2a_sum(L->sb, d), L->stream, &status);
+        send = send_scratch = ca_alloc(op->ca, nsp_a2a_sum(L->sb, d), L->stream, &status);
         recv = L->in_place ? (void *)L->dst
-                           : (void *)(recv_scratch = ca_alloc(nsp_a2a_sum(L->rb, d), L->stream,
+                           : (void *)(recv_scratch = ca_alloc(op->ca, nsp_a2a_sum(L->rb, d), L->stream,
                                                               &status));
         NSP_CHECK_GOTO(status, status, out_free);
         NSP_CHECK_GOTO(nsp_cuda_pack_s2h(L->dev, op->heads, rbytes, L->src, send_scratch, L->sb,
@@ -285,9 +314,9 @@ static nsp_status_t ca_enqueue_level(ca_level_t *L)
         }
     } else {
         send = L->in_place ? (const void *)L->src
-                           : (const void *)(send_scratch = ca_alloc(nsp_a2a_sum(L->sb, d), L->stream,
+                           : (const void *)(send_scratch = ca_alloc(op->ca, nsp_a2a_sum(L->sb, d), L->stream,
                                                                     &status));
-        recv = recv_scratch = ca_alloc(nsp_a2a_sum(L->rb, d), L->stream, &status);
+        recv = recv_scratch = ca_alloc(op->ca, nsp_a2a_sum(L->rb, d), L->stream, &status);
         NSP_CHECK_GOTO(status, status, out_free);
         if (!L->in_place) {
             NSP_CHECK_GOTO(nsp_cuda_pack_h2s(L->dev, op->heads, rbytes, L->src, send_scratch,
@@ -424,7 +453,7 @@ static nsp_status_t ca_level_setup(nsp_tree_t *tree, const nsp_layout_t *layout,
 
     L->op     = op;
     L->level  = l;
-    L->stream = (cudaStream_t)nsp_cuda_streams_get(ca.streams, l);
+    L->stream = (cudaStream_t)nsp_cuda_streams_get(op->ca->streams, l);
     nsp_request_init(&L->req, &ca_level_req_ops, op->world->timeout_s);
     NSP_CUDA_CHECK(cudaEventCreateWithFlags(&L->done, cudaEventDisableTiming), CA_WHAT);
     NSP_CHECK(nsp_layout_level(layout, l, &L->lv));
@@ -452,11 +481,11 @@ static nsp_status_t ca_level_setup(nsp_tree_t *tree, const nsp_layout_t *layout,
     if (L->in_place) {
         ca_in_place_displs(L, op->dir == NSP_A2A_SEQ_TO_HEAD ? L->rd : L->sd);
     }
-    NSP_INFO("%s %s: level %d degree %d (group %d..%d, %s), %d seqs, sends %zu B, receives "
-             "%zu B%s", CA_WHAT, op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d,
-             L->lv.rank0, L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world"
-                                                            : "tree group",
-             L->lv.nseqs, nsp_a2a_sum(L->sb, d), nsp_a2a_sum(L->rb, d), L->in_place ? ", in place" : "");
+    NSP_DEBUG("%s %s: level %d degree %d (group %d..%d, %s), %d seqs, sends %zu B, receives "
+              "%zu B%s", CA_WHAT, op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d,
+              L->lv.rank0, L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world"
+                                                             : "tree group",
+              L->lv.nseqs, nsp_a2a_sum(L->sb, d), nsp_a2a_sum(L->rb, d), L->in_place ? ", in place" : "");
     NSP_CHECK(nsp_levels_push(op->queues, l, ca_step_exchange, L, "exchange"));
     return NSP_OK;
 }
@@ -466,10 +495,10 @@ static nsp_status_t ca_enqueue(ca_op_t *op, void *user_stream, int serial)
 {
     for (int l = 0; l < op->nlevels; ++l) {
         ca_level_t *L = &op->levels[l];
-        NSP_CHECK(nsp_cuda_streams_fork(ca.streams, l, user_stream));
+        NSP_CHECK(nsp_cuda_streams_fork(op->ca->streams, l, user_stream));
         if (serial && l > 0) {
             /* Level l starts when level l-1 ran (measures what pipelining buys). */
-            NSP_CHECK(nsp_cuda_streams_fork(ca.streams, l, op->levels[l - 1].stream));
+            NSP_CHECK(nsp_cuda_streams_fork(op->ca->streams, l, op->levels[l - 1].stream));
         }
         if (l == 0) {
             size_t bytes = (size_t)L->lv.local_tokens * (size_t)op->heads * op->row_bytes;
@@ -488,64 +517,121 @@ static nsp_status_t ca_enqueue(ca_op_t *op, void *user_stream, int serial)
     return NSP_OK;
 }
 
-nsp_status_t nsp_a2a_post_cuda(nsp_tree_t *tree, const nsp_layout_t *layout,
-                               const nsp_a2a_params_t *params, nsp_request_t **reqs)
+/* ---- the engine ------------------------------------------------------------ */
+
+/* A CUDA exchange handle: what start needs to build one operation; the
+ * device tables of its layout are held (not evicted) until destroy. */
+typedef struct ca_handle {
+    nsp_a2a_t           base;    /* FIRST */
+    nsp_tree_t         *tree;    /* borrowed until destroy */
+    const nsp_layout_t *layout;  /* borrowed until destroy */
+    nsp_a2a_params_t    params;  /* a copy; src, dst and stream come with each start */
+    nsp_a2a_prep_t      prep;
+    ca_world_t         *ca;
+    ca_entry_t         *entry;   /* the layout's device tables */
+} ca_handle_t;
+
+static nsp_status_t ca_create(nsp_tree_t *tree, const nsp_layout_t *layout,
+                              const nsp_a2a_params_t *params, int gated, nsp_a2a_t **a2a)
 {
-    nsp_a2a_prep_t prep;
-    ca_op_t       *op;
-    int            nlevels;
-    void          *user_stream;
-    nsp_status_t   status;
+    ca_handle_t *h;
+    nsp_status_t status;
 
-    if (reqs == NULL) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_a2a_post: NULL tree, layout, params or "
-                         "requests");
+    if (gated) {
+        return nsp_error(NSP_ERR_UNSUPPORTED, "gated nested all-to-all: the CUDA path has no "
+                         "gated levels yet; use the UCX backend with host buffers");
     }
-    NSP_CHECK(nsp_a2a_prepare(tree, layout, params, CA_WHAT, &prep));
-    if (prep.mapped) {
-        return nsp_error(NSP_ERR_UNSUPPORTED, "%s: mapped = 1 reads peers' host memory from "
-                         "nsp_mem_alloc (UCX backend); pass mapped = 0 with device buffers",
-                         CA_WHAT);
+    h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate", CA_WHAT);
     }
-    NSP_CHECK(ca_check_levels(layout, &prep.info));
-    nlevels     = prep.info.nlevels;
-    user_stream = (params->field_mask & NSP_A2A_FIELD_STREAM) ? params->stream : NULL;
-    NSP_CHECK(nsp_a2a_agree(&prep, params, "nested all-to-all"));
-    NSP_CHECK(ca_setup());
+    NSP_CHECK_GOTO(nsp_a2a_prepare(tree, layout, params, CA_WHAT, &h->prep), status, err_free);
+    if (h->prep.mapped) {
+        status = nsp_error(NSP_ERR_UNSUPPORTED, "%s: mapped = 1 reads peers' host memory from "
+                           "nsp_mem_alloc (UCX backend); pass mapped = 0 with device buffers",
+                           CA_WHAT);
+        goto err_free;
+    }
+    NSP_CHECK_GOTO(ca_check_levels(layout, &h->prep.info), status, err_free);
+    NSP_CHECK_GOTO(nsp_a2a_agree(&h->prep, params, "nested all-to-all"), status, err_free);
+    NSP_CHECK_GOTO(ca_world(h->prep.world, &h->ca), status, err_free);
+    NSP_CHECK_GOTO(ca_setup(h->ca), status, err_free);
+    NSP_CHECK_GOTO(ca_tables(h->ca, layout, &h->prep.info, &h->entry), status, err_free);
+    ++h->entry->live;
+    ++h->ca->ops_live;
+    h->base.engine  = &nsp_a2a_engine_cuda;
+    h->base.nlevels = h->prep.info.nlevels;
+    h->tree         = tree;
+    h->layout       = layout;
+    h->params       = *params;
+    *a2a            = &h->base;
+    return NSP_OK;
 
+err_free:
+    free(h);
+    return status;
+}
+
+static nsp_status_t ca_destroy(nsp_a2a_t *a2a)
+{
+    ca_handle_t *h = (ca_handle_t *)a2a;
+
+    --h->entry->live;
+    --h->ca->ops_live;
+    free(h);
+    return NSP_OK;
+}
+
+/* One operation of handle h (freed with its last request, apart from h). */
+static nsp_status_t ca_start(nsp_a2a_t *a2a, const void *src, void *dst, void *user_stream,
+                             nsp_request_t **reqs)
+{
+    ca_handle_t *h = (ca_handle_t *)a2a;
+    const nsp_a2a_params_t *params = &h->params;
+    ca_op_t     *op;
+    int          nlevels = h->prep.info.nlevels;
+    nsp_status_t status;
+
+    NSP_CHECK(nsp_a2a_check_bufs(&h->prep, src, dst, CA_WHAT));
+    NSP_CHECK(ca_setup(h->ca));
     op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate", CA_WHAT);
     }
-    ++ca.ops_live;
-    op->world     = nsp_comm_tp(prep.world);
+    ++h->ca->ops_live;
+    op->ca        = h->ca;
+    op->world     = nsp_comm_tp(h->prep.world);
     op->nlevels   = nlevels;
     op->dir       = params->direction;
     op->heads     = params->heads;
     op->row_bytes = (size_t)params->head_dim * params->elem_size;
-    op->replicas  = prep.replicas;
-    op->post_seq  = ca.post_count++;
-    op->src       = params->src;
-    op->dst       = params->dst;
+    op->replicas  = h->prep.replicas;
+    op->post_seq  = nsp_comm_seq(h->prep.world);
+    op->src       = src;
+    op->dst       = dst;
+    op->entry     = h->entry;
+    ++op->entry->live;
     op->levels    = calloc((size_t)nlevels, sizeof(*op->levels));
     if (op->levels == NULL) {
         status = nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate %d levels", CA_WHAT,
                            nlevels);
         goto err_destroy_op;
     }
-    NSP_CHECK_GOTO(ca_tables(layout, &prep.info, &op->entry), status, err_destroy_op);
-    ++op->entry->live;
     NSP_CHECK_GOTO(nsp_levels_create(nlevels, 2,
-                                     prep.serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
+                                     h->prep.serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
                                      &op->queues),
                    status, err_destroy_op);
     for (int l = 0; l < nlevels; ++l) {
-        NSP_CHECK_GOTO(ca_level_setup(tree, layout, op, l), status, err_destroy_op);
+        NSP_CHECK_GOTO(ca_level_setup(h->tree, h->layout, op, l), status, err_destroy_op);
     }
-    NSP_CHECK_GOTO(ca_enqueue(op, user_stream, prep.serial), status, err_destroy_op);
+    NSP_CHECK_GOTO(ca_enqueue(op, user_stream, h->prep.serial), status, err_destroy_op);
+    nsp_comm_seq_next(h->prep.world);
     op->live = nlevels;
     for (int l = 0; l < nlevels; ++l) {
         reqs[l] = &op->levels[l].req;
+    }
+    if (a2a->oneshot) {
+        ca_destroy(a2a); /* the operation holds what it needs */
     }
     return NSP_OK;
 
@@ -553,3 +639,17 @@ err_destroy_op:
     ca_op_destroy(op);
     return status;
 }
+
+static nsp_status_t ca_open(nsp_a2a_t *a2a, int level)
+{
+    return nsp_error(NSP_ERR_UNSUPPORTED, "%s: no gated levels (level %d of %d)", CA_WHAT,
+                     level, a2a->nlevels);
+}
+
+const nsp_a2a_engine_t nsp_a2a_engine_cuda = {
+    .name    = "cuda",
+    .create  = ca_create,
+    .start   = ca_start,
+    .open    = ca_open,
+    .destroy = ca_destroy,
+};

@@ -1,9 +1,9 @@
 /*
  * The CUDA path of the nested all-to-all (CUDA builds; internal).
  *
- * nsp_a2a_post() (nested_a2a.c) hands a post to nsp_a2a_post_cuda() when
- * the tree's world moves device memory (the nccl backend). Same contract as
- * the public nsp_a2a_post() (include/nspcomm.h section 7), with src and dst
+ * The engine nsp_a2a_create() chooses when the tree's world moves device
+ * memory (the nccl backend). Same contract as the public nsp_a2a_create()
+ * and nsp_a2a_start() (include/nspcomm.h section 7), with src and dst
  * in device memory and params->stream (NSP_A2A_FIELD_STREAM) the stream
  * where src was written (NULL: the legacy default stream). Per level l:
  *
@@ -24,21 +24,14 @@
  * [event fired]). Errors of NCCL (a peer gone), timeouts and count
  * mismatches come from the transport's requests.
  *
- * Device tables of a layout's levels (pack_map.h) are uploaded on the first
- * post of a layout and cached (key: plan hash and rank) for the next posts;
- * nsp_a2a_cuda_release_cache() frees the cache, the streams and the pool.
+ * Device tables of a layout's levels (pack_map.h) are uploaded at create
+ * and held by the handle; the world keeps them (key: plan hash and rank)
+ * for the next handles of the same layout, with the level streams and the
+ * scratch pool, until nsp_comm_destroy().
  */
 #ifndef NSP_ATTN_SP_NESTED_A2A_CUDA_H_
 #define NSP_ATTN_SP_NESTED_A2A_CUDA_H_
 
-#include "nspcomm.h"
-
-/** nsp_a2a_post() for a world whose backend moves device memory. */
-nsp_status_t nsp_a2a_post_cuda(nsp_tree_t *tree, const nsp_layout_t *layout,
-                               const nsp_a2a_params_t *params, nsp_request_t **reqs);
-
-/** Free the CUDA state kept between posts (layout tables, streams, the
- *  scratch pool). NSP_ERR_INVALID_ARG while a CUDA post is in flight. */
-nsp_status_t nsp_a2a_cuda_release_cache(void);
+#include "attn_sp/nested_a2a_engine.h" /* nsp_a2a_engine_cuda */
 
 #endif /* NSP_ATTN_SP_NESTED_A2A_CUDA_H_ */

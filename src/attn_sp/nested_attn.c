@@ -44,6 +44,18 @@ typedef struct nattn_level {
     uint64_t           s2h_q, s2h_kv, s2h_lse, h2s_q, h2s_kv_sum, h2s_lse;
 } nattn_level_t;
 
+/* One exchange of the calls of one kind, built by the first such call and
+ * started again by every later one (its parameters, to check they hold). */
+typedef struct nattn_handle {
+    nsp_a2a_t         *a2a;
+    nsp_a2a_dir_t      dir;
+    int                heads, head_dim, gated;
+    size_t             es;
+    nsp_a2a_replicas_t replicas;
+} nattn_handle_t;
+
+#define NATTN_MAX_XFERS 9
+
 struct nsp_nested_attn {
     nsp_tree_t              *tree;
     nsp_comm_t              *world;
@@ -62,6 +74,7 @@ struct nsp_nested_attn {
     nattn_level_t           *levels;    /* [info.nlevels] */
     void                    *buf[B_COUNT];
     size_t                   cap[B_COUNT];
+    nattn_handle_t           xh[KIND_BWD_FULL][NATTN_MAX_XFERS]; /* [kind - 1][exchange] */
 };
 
 struct nsp_nested_attn_saved {
@@ -71,7 +84,6 @@ struct nsp_nested_attn_saved {
     float                   *lse;
 };
 
-static uint32_t nattn_calls; /* every rank counts its calls alike (ring tags) */
 
 /* ---- slices -------------------------------------------------------------- */
 
@@ -403,6 +415,11 @@ nsp_status_t nsp_nested_attn_destroy(nsp_nested_attn_t *a)
         nsp_ring_level_free(L->ring);
     }
     free(a->levels);
+    for (int k = 0; k < KIND_BWD_FULL; ++k) {
+        for (int x = 0; x < NATTN_MAX_XFERS; ++x) {
+            nsp_a2a_destroy(a->xh[k][x].a2a); /* no request is held between calls */
+        }
+    }
     for (int b = 0; b < B_COUNT; ++b) {
         free(a->buf[b]);
     }
@@ -449,14 +466,14 @@ typedef struct nattn_xfer {
     char           done[NATTN_MAX_LEVELS];
 } nattn_xfer_t;
 
-#define NATTN_MAX_XFERS 9
-
 typedef struct nattn_call {
     nsp_nested_attn_t       *a;
+    int                      kind; /* KIND_* */
     int                      nlevels;
     nattn_xfer_t             x[NATTN_MAX_XFERS];
     int                      nx;
     nsp_nested_attn_stats_t  st;
+    uint32_t                 seq;  /* the world's operation number of the call (ring tags) */
 } nattn_call_t;
 
 typedef struct xfer_args {
@@ -469,24 +486,49 @@ typedef struct xfer_args {
     int                gated;
 } xfer_args_t;
 
-static nsp_status_t xfer_post(nattn_call_t *c, const xfer_args_t *xa, nattn_xfer_t **out)
+/* The handle of exchange number c->nx of this kind of call: the one built
+ * by an earlier call, or built now (local: check = 0). */
+static nsp_status_t xfer_handle(nattn_call_t *c, const xfer_args_t *xa, nsp_a2a_t **a2a)
 {
-    nattn_xfer_t    *x = &c->x[c->nx];
+    nattn_handle_t  *h = &c->a->xh[c->kind - 1][c->nx];
     nsp_a2a_params_t p;
 
+    if (h->a2a != NULL && h->dir == xa->dir && h->heads == xa->heads &&
+        h->head_dim == xa->head_dim && h->es == xa->es && h->replicas == xa->replicas &&
+        h->gated == xa->gated) {
+        *a2a = h->a2a;
+        return NSP_OK;
+    }
+    NSP_CHECK(nsp_a2a_destroy(h->a2a));
+    h->a2a = NULL;
     memset(&p, 0, sizeof(p));
     p.field_mask = NSP_A2A_FIELD_REPLICAS | NSP_A2A_FIELD_CHECK;
     p.direction  = xa->dir;
     p.heads      = xa->heads;
     p.head_dim   = xa->head_dim;
     p.elem_size  = xa->es;
-    p.src        = xa->src;
-    p.dst        = xa->dst;
     p.replicas   = xa->replicas;
     p.check      = 0; /* agreed once per call */
+    NSP_CHECK(xa->gated ? nsp_a2a_create_gated(c->a->tree, c->a->layout, &p, &h->a2a)
+                        : nsp_a2a_create(c->a->tree, c->a->layout, &p, &h->a2a));
+    h->dir      = xa->dir;
+    h->heads    = xa->heads;
+    h->head_dim = xa->head_dim;
+    h->es       = xa->es;
+    h->replicas = xa->replicas;
+    h->gated    = xa->gated;
+    *a2a        = h->a2a;
+    return NSP_OK;
+}
+
+static nsp_status_t xfer_post(nattn_call_t *c, const xfer_args_t *xa, nattn_xfer_t **out)
+{
+    nattn_xfer_t *x = &c->x[c->nx];
+    nsp_a2a_t    *a2a;
+
     memset(x, 0, sizeof(*x));
-    NSP_CHECK(xa->gated ? nsp_a2a_post_gated(c->a->tree, c->a->layout, &p, x->req)
-                        : nsp_a2a_post(c->a->tree, c->a->layout, &p, x->req));
+    NSP_CHECK(xfer_handle(c, xa, &a2a));
+    NSP_CHECK(nsp_a2a_start(a2a, xa->src, xa->dst, NULL, x->req));
     x->posted = 1;
     memset(x->opened, !xa->gated, sizeof(x->opened));
     c->nx++;
@@ -608,6 +650,7 @@ static nsp_status_t call_begin(nattn_call_t *c, nsp_nested_attn_t *a, int kind,
 {
     memset(c, 0, sizeof(*c));
     c->a       = a;
+    c->kind    = kind;
     c->nlevels = a->info.nlevels;
     c->st.nlevels = a->info.nlevels;
     c->st.wall_s  = nsp_now_s();
@@ -620,9 +663,10 @@ static nsp_status_t call_begin(nattn_call_t *c, nsp_nested_attn_t *a, int kind,
         s->nseqs   = L->nk;
         s->tokens  = L->lv.full_tokens;
     }
-    nattn_calls++;
+    c->seq = nsp_comm_seq(a->world); /* every rank counts its calls alike */
+    nsp_comm_seq_next(a->world);
     if (a->check) {
-        int64_t v[2] = {kind, (int64_t)nattn_calls};
+        int64_t v[2] = {kind, (int64_t)c->seq};
         return agree(a->world, nsp_fnv1a(a->hash, v, sizeof(v)), local,
                      kind == KIND_FWD ? "nested attention forward"
                                       : "nested attention backward (every rank must pass "
@@ -745,7 +789,7 @@ static nsp_status_t level_compute_ring(nattn_call_t *c, int l, const level_ptrs_
     io.proto        = level_proto(a, L, l);
     io.progress     = call_progress;
     io.progress_ctx = c;
-    io.call         = nattn_calls;
+    io.call         = c->seq;
     if (!bwd) {
         status = nsp_ring_level_fwd(L->ring, &io, (const float *)p->q, (const float *)p->k,
                                     (const float *)p->v, (float *)p->out_o, p->out_lse);

@@ -692,7 +692,7 @@ nsp_status_t nsp_json_as_int64(const nsp_json_t *v, const char *what, int64_t *o
 
 nsp_status_t nsp_json_as_int(const nsp_json_t *v, const char *what, int *out)
 {
-    int64_t value;
+    int64_t value = 0;
 
     NSP_CHECK(nsp_json_as_int64(v, what, &value));
     if (value < INT_MIN || value > INT_MAX) {

@@ -26,6 +26,9 @@ static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRA
 
 static int parse_level(const char *text, int fallback)
 {
+    if (strcasecmp(text, "NONE") == 0) {
+        return NSP_LOG_NONE;
+    }
     for (int i = 0; i <= NSP_LOG_TRACE; ++i) {
         if (strcasecmp(text, level_names[i]) == 0) {
             return i;
@@ -37,8 +40,8 @@ static int parse_level(const char *text, int fallback)
     if (text[0] >= '0' && text[0] <= '4' && text[1] == '\0') {
         return text[0] - '0';
     }
-    fprintf(stderr, "[nspcomm] NSPCOMM_LOG_LEVEL=%s is not one of ERROR, WARN, INFO, "
-                    "DEBUG, TRACE; using WARN\n", text);
+    fprintf(stderr, "[nspcomm] NSPCOMM_LOG_LEVEL=%s is not one of NONE, ERROR, WARN, "
+                    "INFO, DEBUG, TRACE; using WARN\n", text);
     return fallback;
 }
 
@@ -67,7 +70,7 @@ static void log_init(void)
 
     gethostname(log_host, sizeof(log_host) - 1);
     if (level != NULL && level[0] != '\0') {
-        log_level = parse_level(level, NSP_LOG_WARN);
+        __atomic_store_n(&log_level, parse_level(level, NSP_LOG_WARN), __ATOMIC_RELAXED);
     }
     log_stream = stderr;
     if (file == NULL || file[0] == '\0' || strcmp(file, "stderr") == 0) {
@@ -90,17 +93,17 @@ static void log_init(void)
 int nsp_log_enabled(nsp_log_level_t level)
 {
     pthread_once(&log_once, log_init);
-    return (int)level <= log_level;
+    return (int)level <= __atomic_load_n(&log_level, __ATOMIC_RELAXED);
 }
 
 nsp_status_t nsp_log_set_level(nsp_log_level_t level)
 {
-    if ((int)level < NSP_LOG_ERROR || (int)level > NSP_LOG_TRACE) {
+    if ((int)level < NSP_LOG_NONE || (int)level > NSP_LOG_TRACE) {
         return nsp_error(NSP_ERR_INVALID_ARG, "log level %d is not in [%d, %d]",
-                         (int)level, NSP_LOG_ERROR, NSP_LOG_TRACE);
+                         (int)level, NSP_LOG_NONE, NSP_LOG_TRACE);
     }
     pthread_once(&log_once, log_init);
-    log_level = level;
+    __atomic_store_n(&log_level, (int)level, __ATOMIC_RELAXED);
     return NSP_OK;
 }
 

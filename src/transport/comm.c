@@ -304,10 +304,30 @@ nsp_status_t nsp_comm_destroy(nsp_comm_t *comm)
                          "nsp_tree_destroy them first",
                          comm->ntrees);
     }
+    for (int k = 0; k < NSP_COMM_NSLOTS; ++k) {
+        if (comm->slots[k].ptr != NULL && comm->slots[k].release != NULL) {
+            comm->slots[k].release(comm->slots[k].ptr);
+        }
+    }
     comm->ops->destroy(comm->world);
     free(comm->places);
     free(comm);
     return NSP_OK;
+}
+
+nsp_comm_slot_t *nsp_comm_slot(nsp_comm_t *comm, int id)
+{
+    return &comm->slots[id];
+}
+
+uint32_t nsp_comm_seq(const nsp_comm_t *comm)
+{
+    return comm->seq;
+}
+
+void nsp_comm_seq_next(nsp_comm_t *comm)
+{
+    ++comm->seq;
 }
 
 nsp_status_t nsp_comm_rank(const nsp_comm_t *comm, int *rank)

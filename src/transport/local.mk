@@ -5,6 +5,7 @@ if NSP_COMM
 libnspcomm_la_SOURCES += \
 	src/transport/request.c \
 	src/transport/transport.c \
+	src/transport/registry.c \
 	src/transport/rdv_wire.c \
 	src/transport/rdv_id.c \
 	src/transport/rdv_sock.c \

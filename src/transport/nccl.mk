@@ -11,7 +11,7 @@ SUFFIXES = .cu
 NSP_NVCC_ARCH = -gencode arch=compute_80,code=sm_80 \
 	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NSP_NVCC_FLAGS = -std=c++17 -O3 $(NSP_NVCC_ARCH) \
-	--compiler-options=-fno-exceptions,-fno-threadsafe-statics,-fno-rtti,-Wall \
+	--compiler-options=-fno-exceptions,-fno-threadsafe-statics,-fno-rtti,-fvisibility=hidden,-Wall \
 	-Werror all-warnings
 NSP_NVCC_COMPILE = $(SHELL) $(top_srcdir)/scripts/nvcc-wrapper $(NVCC) $(NSP_NVCC_FLAGS) \
 	$(DEFS) $(DEFAULT_INCLUDES) $(INCLUDES) $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
@@ -51,6 +51,10 @@ libnspcomm_la_SOURCES += \
 	src/attn_sp/pack_cuda.c \
 	src/attn_sp/pack_cuda_kernels.cu \
 	src/attn_sp/nested_a2a_cuda.c
+else
+libnspcomm_la_SOURCES += src/attn_sp/nested_a2a_nocuda.c
+endif
+if NSP_CUDA
 # No dependency tracking for .cu: name the headers the kernels include.
 src/attn_sp/pack_cuda_kernels.lo: $(srcdir)/src/attn_sp/pack_map.h \
 	$(srcdir)/src/attn_sp/pack_cuda_kernels.h

@@ -794,6 +794,7 @@ static nsp_status_t srv_start(rdv_id_t *rid)
     pthread_t      thread;
     nsp_status_t   status;
     char           where[64];
+    rdv_id_t       made;
 
     pthread_once(&rdv_atfork_once, rdv_atfork_install);
     srv = calloc(1, sizeof(*srv));
@@ -816,6 +817,9 @@ static nsp_status_t srv_start(rdv_id_t *rid)
     }
     srv->id = *rid;
     NSP_CHECK_GOTO(srv_listen(&srv->id, &srv->listen_fd), status, err_free_srv);
+    /* before the thread starts: it frees srv once the rendezvous is over */
+    made = srv->id;
+    rdv_id_where(&srv->id, where, sizeof(where));
     rdv_registry_add(srv);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -826,8 +830,7 @@ static nsp_status_t srv_start(rdv_id_t *rid)
         goto err_free_srv;
     }
     pthread_attr_destroy(&attr);
-    *rid = srv->id;
-    rdv_id_where(&srv->id, where, sizeof(where));
+    *rid = made;
     NSP_DEBUG("rendezvous server listening at %s", where);
     return NSP_OK;
 err_free_srv:

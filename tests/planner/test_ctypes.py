@@ -28,7 +28,7 @@ def example_code():
 
 
 def main():
-    lib = os.path.join(BUILD, ".libs", "libnspcomm_planner.so.0")
+    lib = os.path.join(BUILD, "lib", ".libs", "libnspcomm_planner.so.0")
     if not os.path.exists(lib):
         print("1..0 # SKIP shared library not built (%s)" % lib)
         return 0
