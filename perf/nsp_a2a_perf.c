@@ -1292,18 +1292,27 @@ static nsp_status_t mpi_oob_free(void *request)
 }
 #endif
 
-/* Rank and size from a launcher's environment (mpirun, srun), or -1. */
-static int launcher_size(void)
+/*
+ * The world size of the launcher that started us (torchrun, mpirun, srun:
+ * nsp_launcher_detect), or -1. With --ranks under a launcher of more than
+ * one rank every process would fork a world of its own: refuse (exit 2).
+ */
+static int launcher_size(int forked_ranks)
 {
-    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "NSPCOMM_NRANKS"};
+    const char *name;
+    int         rank, size;
 
-    for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); ++k) {
-        const char *v = getenv(vars[k]);
-        if (v != NULL && atoi(v) > 0) {
-            return atoi(v);
-        }
+    if (nsp_launcher_detect(&name, &rank, &size) != NSP_OK) {
+        fprintf(stderr, "nsp_a2a_perf: %s\n", nsp_last_error());
+        exit(2);
     }
-    return -1;
+    if (name != NULL && size > 1 && forked_ranks > 0) {
+        fprintf(stderr, "nsp_a2a_perf: started by %s as rank %d of %d, and --ranks %d would "
+                "fork a separate world in every process: drop --ranks under a launcher, or "
+                "run one process with --ranks\n", name, rank, size, forked_ranks);
+        exit(2);
+    }
+    return name != NULL ? size : -1;
 }
 
 static int run_launched(perf_ctx_t *c, int argc, char **argv)
@@ -1573,7 +1582,7 @@ int main(int argc, char **argv)
     }
     c.opts.heads    = c.opts.heads > 0 ? c.opts.heads : model.q_heads;
     c.opts.head_dim = c.opts.head_dim > 0 ? c.opts.head_dim : model.head_dim;
-    size = launcher_size();
+    size = launcher_size(c.opts.ranks);
     if (c.opts.ranks > 0 || size < 0) {
         c.opts.ranks = c.opts.ranks > 0 ? c.opts.ranks : 4;
         return run_forked(&c);
