@@ -278,6 +278,13 @@ typedef enum {
     NSP_PLANNER_NESTED   = 2
 } nsp_planner_kind_t;
 
+/**
+ * The kind whose plans are named `name` (borrowed): "static", "disjoint",
+ * "nested", or any kind this build adds. Errors: NSP_ERR_INVALID_ARG (NULL),
+ * NSP_ERR_NOT_FOUND (unknown name: the message lists the known ones).
+ */
+nsp_status_t nsp_planner_kind_from_name(const char *name, nsp_planner_kind_t *kind);
+
 /** Which optional fields of nsp_planner_params_t are set (UCX-style mask). */
 enum {
     NSP_PLANNER_FIELD_STATIC_DEGREE    = 1u << 0,
