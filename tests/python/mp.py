@@ -30,10 +30,11 @@ def free_port():
     raise RuntimeError("no free port pair")
 
 
-def run(n, case, args=None, timeout=120, env=None):
-    """Start `n` ranks of workers.py CASE; returns [result per rank] where a
-    result is the case's JSON value, or {"raised": type, "message": text},
-    or {"exit": code} for a rank that died."""
+def run(n, cases, timeout=120, env=None, nsp_timeout=None):
+    """Start `n` ranks of workers.py running `cases` ([name, case, args]) in
+    one world; returns [{name: result} per rank] where a result is the case's
+    JSON value or {"raised": type, "message": text}; a rank that died has
+    "exit" (its code) and "log" besides the results it wrote before."""
     port = free_port()
     tmp = tempfile.mkdtemp(prefix="nsp_py_")
     procs = []
@@ -49,7 +50,8 @@ def run(n, case, args=None, timeout=120, env=None):
             e.update(env)
         out = os.path.join(tmp, "rank%d.json" % r)
         procs.append((subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "workers.py"), case, out, json.dumps(args or {})],
+            [sys.executable, os.path.join(HERE, "workers.py"), out,
+             json.dumps({"cases": cases, "timeout": nsp_timeout})],
             env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out))
     results = []
     for p, out in procs:
@@ -59,9 +61,11 @@ def run(n, case, args=None, timeout=120, env=None):
             for q, _ in procs:
                 q.kill()
             raise AssertionError("rank did not finish within %d s (hang)" % timeout)
+        res = {}
         if os.path.exists(out):
             with open(out) as f:
-                results.append(json.load(f))
-        else:
-            results.append({"exit": p.returncode, "log": log[-3000:]})
+                res = json.load(f)
+        if p.returncode != 0 or not res:
+            res.update({"exit": p.returncode, "log": log[-3000:]})
+        results.append(res)
     return results

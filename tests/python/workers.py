@@ -18,10 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import refs  # noqa: E402
 
 
-def comm_and_plan(args):
-    comm = nspcomm.init(timeout_s=args.get("timeout"))
-    plan = nspcomm.Plan.from_json(open(args["plan"], "rb").read())
-    return comm, plan
+def load_plan(args):
+    return nspcomm.Plan.from_json(open(args["plan"], "rb").read())
 
 
 def attn_run(comm, plan, args, rnd, q, k, v, do, dtype, tree=None):
@@ -44,8 +42,8 @@ def attn_run(comm, plan, args, rnd, q, k, v, do, dtype, tree=None):
     return errs, stats, lay
 
 
-def case_attn(args):
-    comm, plan = comm_and_plan(args)
+def case_attn(comm, args):
+    plan = load_plan(args)
     torch.manual_seed(args.get("seed", 0))
     T = sum(plan.seq_lens)
     nq, nkv, D = args["nq"], args["nkv"], args["D"]
@@ -61,13 +59,13 @@ def case_attn(args):
                 out["%s/%s" % (dt, key)] = max(out.get("%s/%s" % (dt, key), 0.0), e)
     out["levels"] = [lv.degree for lv in lay.levels]
     out["fp32_exchange"] = None
-    comm.destroy()
+    tree.destroy()
     return out
 
 
-def case_bad(args):
+def case_bad(comm, args):
     """Each bad input raises on every rank; then a good call still works."""
-    comm, plan = comm_and_plan(args)
+    plan = load_plan(args)
     tree = comm.tree()
     lay = nspcomm.Layout(plan, 0, comm.rank)
     nq, nkv, D = args["nq"], args["nkv"], args["D"]
@@ -109,8 +107,7 @@ def case_bad(args):
             results["other_plan"] = "no exception"
         except Exception as e:  # noqa: BLE001
             results["other_plan"] = "%s: %s" % (type(e).__name__, e)
-    a.destroy()
-    comm.destroy()
+    tree.destroy()
     return results
 
 
@@ -122,11 +119,12 @@ class _FakeCuda(torch.Tensor):
         return torch.device("cuda", 0)
 
 
-def case_cuda(args):
+def case_cuda(comm, args):
     """CUDA tensors raise NotImplementedError (device path not there yet) on every rank."""
-    comm, plan = comm_and_plan(args)
+    plan = load_plan(args)
     lay = nspcomm.Layout(plan, 0, comm.rank)
-    a = nt.NestedAttention(comm.tree(), lay, args["nq"], args["nkv"], args["D"])
+    tree = comm.tree()
+    a = nt.NestedAttention(tree, lay, args["nq"], args["nkv"], args["D"])
     T = lay.local_tokens
     q = torch.randn(T, args["nq"], args["D"])
     k = torch.randn(T, args["nkv"], args["D"])
@@ -138,13 +136,12 @@ def case_cuda(args):
     except Exception as e:  # noqa: BLE001
         return {"raised": type(e).__name__, "message": str(e)}
     finally:
-        a.destroy()
-        comm.destroy()
+        tree.destroy()
 
 
-def case_kill(args):
+def case_kill(comm, args):
     """Rank `victim` exits before the forward; the others must raise."""
-    comm, plan = comm_and_plan(args)
+    plan = load_plan(args)
     tree = comm.tree()
     lay = nspcomm.Layout(plan, 0, comm.rank)
     a = nt.NestedAttention(tree, lay, args["nq"], args["nkv"], args["D"])
@@ -162,13 +159,13 @@ def case_kill(args):
                 "elapsed": time.time() - t0}
 
 
-def case_store(args):
+def case_store(comm, args):
     """nspcomm.init(store=TCPStore) and an allgather over the new world."""
     import torch.distributed as dist
-    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    rank, n = comm.rank, comm.size
     store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), n, rank == 0,
                           timeout=__import__("datetime").timedelta(seconds=30))
-    comm = nspcomm.init(store=store, rank=rank, world_size=n)
+    comm = nspcomm.init(store=store, rank=rank, world_size=n)  # a second world
     got = comm.allgather(bytes([rank]) * 3)
     comm.barrier()
     out = {"rank": comm.rank, "size": comm.size, "gathered": [list(x) for x in got]}
@@ -176,10 +173,9 @@ def case_store(args):
     return out
 
 
-def case_determinism(args):
+def case_determinism(comm, args):
     """Every rank plans the same batch; the plans' layout hashes agree for the
     deterministic planners; a broadcast plan always agrees."""
-    comm = nspcomm.init()
     pl = nspcomm.Planner(args["model"], args["cluster"], comm.size)
     out = {}
     for kind in ("static", "nested", "disjoint"):
@@ -189,21 +185,39 @@ def case_determinism(args):
         bh = comm.allgather(nspcomm.Layout(b, 0, comm.rank).plan_hash.to_bytes(8, "little"))
         out[kind] = {"agree": len(set(hashes)) == 1, "broadcast_agree": len(set(bh)) == 1,
                      "deterministic": p.deterministic}
-    comm.destroy()
     return out
 
 
-def main():
-    case, out, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+def run_case(comm, case, args):
     t0 = time.time()
     try:
-        res = globals()["case_" + case](args)
+        return globals()["case_" + case](comm, args)
     except Exception as e:  # noqa: BLE001
-        res = {"raised": type(e).__name__, "message": str(e)[:2000],
-               "trace": traceback.format_exc()[-3000:], "elapsed": time.time() - t0}
-    with open(out + ".tmp", "w") as f:
-        json.dump(res, f)
-    os.replace(out + ".tmp", out)
+        return {"raised": type(e).__name__, "message": str(e)[:2000],
+                "trace": traceback.format_exc()[-3000:], "elapsed": time.time() - t0}
+
+
+def main():
+    """workers.py OUT ARGS: ARGS = {"timeout": s, "cases": [[name, case, args], ...]};
+    one world (nspcomm.init from the torchrun environment) serves every case,
+    in order; OUT gets {name: result} after each case."""
+    out, args = sys.argv[1], json.loads(sys.argv[2])
+    t0 = time.time()
+    results = {}
+    try:
+        comm = nspcomm.init(timeout_s=args.get("timeout"))
+    except Exception as e:  # noqa: BLE001
+        comm = None
+        results["init"] = {"raised": type(e).__name__, "message": str(e)}
+    for name, case, cargs in (args["cases"] if comm else []):
+        results[name] = run_case(comm, case, cargs)
+        results[name + "/seconds"] = time.time() - t0
+        with open(out + ".tmp", "w") as f:
+            json.dump(results, f)
+        os.replace(out + ".tmp", out)
+    if not os.path.exists(out):
+        with open(out, "w") as f:
+            json.dump(results, f)
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown (ctypes callbacks, UCX threads)
 
