@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
+bash scripts/setup-python.sh   # torch + the nspcomm package into .venv (PyPI)
 bash scripts/main-job.sh "$@"

@@ -10,3 +10,8 @@ check_PROGRAMS += tests/test_status
 TESTS += tests/test_status
 tests_test_status_SOURCES = tests/test_status.c
 tests_test_status_LDADD = tests/libnsptest.la libnspcomm_planner.la
+
+# The Python package (python/) and its torch op: pytest, one TAP line per
+# test (tests/python/test_python.sh; skips with a reason without torch).
+TESTS += tests/python/test_python.sh
+EXTRA_DIST += tests/python python

@@ -13,6 +13,6 @@ from ._lib import NspError, NspTimeoutError, NspLibraryError, check, lib  # noqa
 from ._lib import library_path, library_version  # noqa: F401
 from .planner import Planner, Plan, Group, planner_kind, sample_batch  # noqa: F401
 from .layout import Layout  # noqa: F401
-from .comm import Comm, Tree, init, launcher  # noqa: F401
+from .comm import Comm, Tree, init, launcher, all_to_all, SEQ_TO_HEAD, HEAD_TO_SEQ  # noqa: F401
 
 __version__ = "0.1.0"

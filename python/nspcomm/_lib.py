@@ -273,6 +273,10 @@ def _declare(lib):
                                 c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
                                 P(NestedAttnStats)],
         "nsp_nested_attn_destroy": [c_void_p],
+        "nsp_layout_head_rows": [c_void_p, c_int, P(c_int64)],
+        "nsp_a2a_post": [c_void_p, c_void_p, P(A2aParams), P(c_void_p)],
+        "nsp_request_wait": [c_void_p],
+        "nsp_request_free": [c_void_p],
     }
     for name, args in sigs.items():
         fn = getattr(lib, name)

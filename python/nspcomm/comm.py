@@ -204,3 +204,44 @@ def init(store=None, rank=None, world_size=None, timeout_s=None, backend=None,
                             (oob.error, _lib.last_error()))
     check(status, "nsp_comm_init_oob")
     return Comm(h)
+
+
+SEQ_TO_HEAD, HEAD_TO_SEQ = 0, 1
+
+
+def all_to_all(tree, layout, src, direction=SEQ_TO_HEAD, heads=None, out=None, check_agree=True):
+    """The nested all-to-all of one tensor (nsp_a2a_post, every level, then
+    wait). SEQ_TO_HEAD: src is the sequence-sharded [T_local, heads, D],
+    returns the head-sharded [rows, D] (layout.head_rows(heads)); HEAD_TO_SEQ
+    the inverse (pass heads). src must be a contiguous CPU tensor; `out`
+    (optional) a preallocated result. Collective over the tree's world."""
+    import torch
+    if not src.is_contiguous() or src.device.type != "cpu":
+        raise ValueError("all_to_all: src must be a contiguous CPU tensor")
+    if direction == SEQ_TO_HEAD:
+        heads, D = src.shape[1], src.shape[2]
+        shape = (layout.head_rows(heads), D)
+    else:
+        D = src.shape[-1]
+        shape = (layout.local_tokens, heads, D)
+    if out is None:
+        out = torch.empty(shape, dtype=src.dtype)
+    p = _lib.A2aParams()
+    p.field_mask = 8  # NSP_A2A_FIELD_CHECK
+    p.direction, p.heads, p.head_dim = direction, int(heads), int(D)
+    p.elem_size = src.element_size()
+    p.src = src.data_ptr() if src.numel() else None
+    p.dst = out.data_ptr() if out.numel() else None
+    p.check = int(bool(check_agree))
+    n = len(layout.levels)
+    reqs = (ctypes.c_void_p * n)()
+    L = _lib.lib()
+    check(L.nsp_a2a_post(tree.handle, layout.handle, ctypes.byref(p), reqs), "nsp_a2a_post")
+    status = 0
+    for i in range(n):
+        st = L.nsp_request_wait(reqs[i])
+        status = status or st
+    for i in range(n):
+        L.nsp_request_free(reqs[i])
+    check(status, "nested all-to-all")
+    return out

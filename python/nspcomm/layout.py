@@ -136,6 +136,14 @@ class Layout:
                 out[lv.local_offset:lv.local_offset + lv.local_tokens] = True
         return out
 
+    def head_rows(self, heads):
+        """Rows (of head_dim elements) of the head-sharded buffer of a tensor
+        with `heads` heads: sum over levels of T_l * h_l."""
+        rows = ctypes.c_int64()
+        check(_lib.lib().nsp_layout_head_rows(self._h, int(heads), ctypes.byref(rows)),
+              "nsp_layout_head_rows")
+        return rows.value
+
     def __repr__(self):
         return "Layout(rank %d, round %d, %d tokens, levels %s)" % (
             self.rank, self.round, self.local_tokens, [lv.degree for lv in self.levels])

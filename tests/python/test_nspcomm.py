@@ -213,7 +213,9 @@ def hand_plan(ranks):
 PLANNER_LENS = plans.long_tailed(random.Random(7), 30, 4, 700)
 PLANNER_CLUSTER = dict(plans.cluster(4), mem_bytes=2e6, workspace_bytes=0)
 PLANNER_MODEL = dict(plans.MODEL, params=1e4)
-KILL_TIMEOUT = 10
+# NSPCOMM_TIMEOUT of the worlds: above the longest compute while a peer waits
+# (the float64 reference of a rank, on a loaded 2-core machine).
+KILL_TIMEOUT = 60
 
 
 @functools.lru_cache(maxsize=None)
@@ -313,7 +315,7 @@ def test_killed_rank_raises_on_the_others_within_the_timeout():
         out = res[r]["kill"]
         assert out["raised"] in ("NspTimeoutError", "NspError"), out
         assert "PEER_FAILED" in out["message"] or "TIMEOUT" in out["message"], out
-        assert out["elapsed"] < KILL_TIMEOUT + 5, out
+        assert out["elapsed"] < KILL_TIMEOUT, out
     print("killed rank detected after %.2f s" % max(res[r]["kill"]["elapsed"] for r in range(3)))
 
 
