@@ -15,3 +15,9 @@ tests_test_status_LDADD = tests/libnsptest.la libnspcomm_planner.la
 # test (tests/python/test_python.sh; skips with a reason without torch).
 TESTS += tests/python/test_python.sh
 EXTRA_DIST += tests/python python
+
+# Version and ABI checks for bindings, planner kinds by name.
+check_PROGRAMS += tests/test_version
+TESTS += tests/test_version
+tests_test_version_SOURCES = tests/test_version.c
+tests_test_version_LDADD = tests/libnsptest.la libnspcomm_planner.la
