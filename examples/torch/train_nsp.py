@@ -27,7 +27,6 @@ JSON and an SVG (loss curves, per-rank step time) to --out.
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -259,19 +258,12 @@ def attn_rate(s=512, nq=8, nkv=2, D=32, reps=3):
 
 def memory_for(planner_model, cluster, tokens_per_rank):
     """The cluster's mem_bytes so one rank holds about 1.25 x tokens_per_rank
-    tokens alone (as nsp_demo sizes it): a bisection on the planner's own
-    memory model, so long sequences must spread over groups."""
-    lo, hi = 1e5, 1e12
-    target = int(1.25 * tokens_per_rank)
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        try:
-            c = dict(cluster, mem_bytes=mid)
-            nspcomm.Planner(planner_model, c).plan([target], kind="static", static_degree=1)
-            hi = mid
-        except nspcomm.NspError:
-            lo = mid
-    return hi
+    tokens alone (as nsp_demo sizes it), from the planner's own memory
+    model: what the rank holding one such sequence at degree 1 needs."""
+    c = dict(cluster, mem_bytes=1e15)
+    p = nspcomm.Planner(planner_model, c).plan([int(1.25 * tokens_per_rank)], kind="static",
+                                               static_degree=1, static_recompute=0)
+    return max(p.predicted["rank_mem_bytes"])
 
 
 # ---- the run ----------------------------------------------------------------
@@ -337,9 +329,12 @@ def main():
         for step in range(args.steps):
             lens = lens_of[step]
             tokens, targets = batch_tokens(lens, step)
-            blob = planner.plan(lens, kind=kind, time_limit_s=0.5).to_json() if rank == 0 \
-                else b""
-            plan = nspcomm.Plan.from_json(comm.broadcast_bytes(blob))  # one plan for all
+            # rank 0 plans, every rank gets its plan (gloo: no nspcomm timeout while
+            # rank 0 solves the disjoint planner's MILP)
+            blob = [planner.plan(lens, kind=kind, time_limit_s=0.5).to_json()
+                    if rank == 0 else None]
+            dist.broadcast_object_list(blob, 0)
+            plan = nspcomm.Plan.from_json(blob[0])
             if step == 0 and rank == 0:   # the single-process run (rank 0 only)
                 ref = Decoder(layers=args.layers)
                 ref.load_state_dict(init.state_dict())
