@@ -2,6 +2,7 @@
 """End-to-end training with nested sequence parallelism on nspcomm (CPU).
 
     torchrun --nproc-per-node 8 examples/torch/train_nsp.py --steps 50
+    mpirun -np 8 -x MASTER_PORT=29500 .venv/bin/python examples/torch/train_nsp.py
 
 A small decoder-only GQA transformer (RoPE, SwiGLU, 4 layers, hidden 256,
 8 query / 2 KV heads of 32) trains on batches drawn by token budget from a
@@ -289,6 +290,13 @@ def main():
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
 
+    if "RANK" not in os.environ and "OMPI_COMM_WORLD_RANK" in os.environ:
+        # mpirun -np 8 -x MASTER_ADDR -x MASTER_PORT: torch's env:// from Open MPI's
+        os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"],
+                          WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"],
+                          LOCAL_RANK=os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
     dist.init_process_group("gloo")              # env:// (torchrun's variables)
     rank, world = dist.get_rank(), dist.get_world_size()
     # nspcomm bootstraps through torch's own store (the OOB callbacks, as torch-ucc does)
