@@ -14,7 +14,7 @@ tests_test_status_LDADD = tests/libnsptest.la libnspcomm_planner.la
 # The Python package (python/) and its torch op: pytest, one TAP line per
 # test (tests/python/test_python.sh; skips with a reason without torch).
 TESTS += tests/python/test_python.sh
-EXTRA_DIST += tests/python python
+EXTRA_DIST += tests/python python examples/torch perf/torch_ulysses_compare.py
 
 # Version and ABI checks for bindings, planner kinds by name.
 check_PROGRAMS += tests/test_version
