@@ -367,7 +367,7 @@ class NestedAttention:
         o = torch.empty_like(q)
         lse = torch.empty((q.shape[0], self.q_heads), dtype=torch.float32)
         st = _lib.NestedAttnStats()
-        ptr = lambda t: t.data_ptr() if t.numel() else None  # noqa: E731
+        ptr = _ptr
         status = _lib.lib().nsp_nested_attn_fwd(self._c_attn(cd), ptr(q), ptr(k), ptr(v),
                                                 ptr(o), ptr(lse), None, ctypes.byref(st))
         if status != 0:
@@ -388,7 +388,7 @@ class NestedAttention:
         lse = lse.contiguous()
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         st = _lib.NestedAttnStats()
-        ptr = lambda t: t.data_ptr() if t.numel() else None  # noqa: E731
+        ptr = _ptr
         status = _lib.lib().nsp_nested_attn_bwd(self._c_attn(cd), None, ptr(q), ptr(k), ptr(v),
                                                 ptr(o), ptr(lse), ptr(dout), ptr(dq), ptr(dk),
                                                 ptr(dv), ctypes.byref(st))
@@ -396,6 +396,15 @@ class NestedAttention:
             self._raise_kernel(status, "nsp_nested_attn_bwd")
         self.last_bwd_stats = _stats_dict(st)
         return dq.to(out_dtype), dk.to(out_dtype), dv.to(out_dtype)
+
+
+_EMPTY = torch.zeros(16)  # a valid address for tensors without elements
+
+
+def _ptr(t):
+    """The address of a contiguous tensor; an empty one gets a valid dummy
+    address (the library refuses NULL buffers even where nothing is read)."""
+    return t.data_ptr() if t.numel() else _EMPTY.data_ptr()
 
 
 def _get(handle):
