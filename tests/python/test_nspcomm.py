@@ -4,10 +4,10 @@ tests/python/test_python.sh under make check).
 Multi-rank tests start real processes with a torchrun-style environment on
 loopback (mp.run) and compare every rank's outputs and gradients with a
 float64 single-process reference (refs.py). Tolerances, relative to the
-largest |reference| of the tensor (lse: to max(1, |lse|); others floored at 0.01, as a one-token sequence has dq = 0):
+largest |reference| of the tensor (lse: to max(1, |lse|); others floored at 0.1, as a one-token sequence has dq = 0):
   float32: 2e-5 (measured: under 1e-6)
   bfloat16 (inputs rounded to bf16; reference exact on those inputs): 1.5e-2
-  (measured: under 5e-3; one rounding of every output to bf16 is 2^-9)
+  (measured: under 8e-3; one rounding of every output to bf16 is 2^-9)
 """
 
 import functools
