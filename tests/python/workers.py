@@ -58,23 +58,8 @@ def case_attn(comm, args):
             for key, e in errs.items():
                 out["%s/%s" % (dt, key)] = max(out.get("%s/%s" % (dt, key), 0.0), e)
     out["levels"] = [lv.degree for lv in lay.levels]
-    out["fp32_exchange"] = None
     tree.destroy()
     return out
-
-
-def case_attn1(comm, args):
-    """One round of case_attn (debugging)."""
-    plan = load_plan(args)
-    torch.manual_seed(args.get("seed", 0))
-    T = sum(plan.seq_lens)
-    nq, nkv, D = args["nq"], args["nkv"], args["D"]
-    q, k = torch.rand(T, nq, D) * 4 - 2, torch.rand(T, nkv, D) * 4 - 2
-    v, do = torch.rand(T, nkv, D) * 2 - 1, torch.rand(T, nq, D) * 2 - 1
-    tree = comm.tree()
-    errs, _, _ = attn_run(comm, plan, args, args["round"], q, k, v, do, torch.float32, tree)
-    tree.destroy()
-    return {"float32/" + key: e for key, e in errs.items()}
 
 
 def case_bad(comm, args):
