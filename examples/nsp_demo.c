@@ -672,6 +672,28 @@ static void ucx_environment(char **argv)
             "stdout\n", strerror(errno));
 }
 
+/*
+ * The demo forks its own ranks: under a launcher of several processes
+ * (mpirun -np 2, torchrun) every process would run a separate demo. Say so
+ * and return nonzero.
+ */
+static int refuse_launcher(void)
+{
+    const char *name;
+    int         rank, size;
+
+    if (nsp_launcher_detect(&name, &rank, &size) != NSP_OK) {
+        fprintf(stderr, "nsp_demo: %s\n", nsp_last_error());
+        return 1;
+    }
+    if (name != NULL && size > 1) {
+        fprintf(stderr, "nsp_demo: started by %s as rank %d of %d, but the demo forks its own "
+                "ranks (--ranks): run it once, without a launcher\n", name, rank, size);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     demo_t      *demo = calloc(1, sizeof(*demo));
@@ -687,6 +709,10 @@ int main(int argc, char **argv)
     if (rc != 0) {
         free(demo);
         return rc > 0 ? 0 : 2;
+    }
+    if (refuse_launcher() != 0) {
+        free(demo);
+        return 2;
     }
     ucx_environment(argv);
     status = run(demo, timeout_s, &failed);

@@ -96,6 +96,38 @@ const char *nsp_status_string(nsp_status_t status);
 NSP_EXPORT
 const char *nsp_last_error(void);
 
+/*
+ * Version and ABI of the library that is loaded (which may not be the one a
+ * caller was compiled against). A binding that mirrors the structs of this
+ * header (ctypes, cffi) checks them at load and refuses to run on a
+ * mismatch instead of corrupting memory.
+ */
+
+/**
+ * The loaded library's version; any output may be NULL. code is
+ * NSP_VERSION_CODE of the library's build. Never fails (NSP_OK).
+ */
+nsp_status_t nsp_version(int *major, int *minor, int *patch, unsigned *code);
+
+/**
+ * sizeof the public struct named by its typedef in this header (e.g.
+ * "nsp_plan_t", "nsp_layout_level_t", "nsp_nested_attn_stats_t"), as the
+ * library was compiled. `name` is borrowed.
+ * Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_NOT_FOUND (not a public
+ * struct: the message gives the library's version).
+ */
+nsp_status_t nsp_struct_size(const char *name, size_t *size);
+
+/**
+ * Check that the caller's header matches the library: same major and minor
+ * version, same sizeof(nsp_plan_t) and sizeof(nsp_nested_attn_params_t).
+ * Call it as NSP_ABI_CHECK(). Errors: NSP_ERR_MISMATCH (the message gives
+ * both versions or both sizes).
+ */
+nsp_status_t nsp_abi_check(unsigned version_code, size_t plan_size, size_t params_size);
+#define NSP_ABI_CHECK() \
+    nsp_abi_check(NSP_VERSION_CODE, sizeof(nsp_plan_t), sizeof(nsp_nested_attn_params_t))
+
 /**
  * Logging is configured from the environment on first use:
  *   NSPCOMM_LOG_LEVEL = NONE | ERROR | WARN (default) | INFO | DEBUG | TRACE
@@ -292,6 +324,13 @@ typedef enum {
     NSP_PLANNER_MEGATRON = 3   /**< Megatron-Core's dynamic (hybrid) context parallelism
                                     policy as a baseline (docs/planners.md) */
 } nsp_planner_kind_t;
+
+/**
+ * The kind whose plans are named `name` (borrowed): "static", "disjoint",
+ * "nested", or any kind this build adds. Errors: NSP_ERR_INVALID_ARG (NULL),
+ * NSP_ERR_NOT_FOUND (unknown name: the message lists the known ones).
+ */
+nsp_status_t nsp_planner_kind_from_name(const char *name, nsp_planner_kind_t *kind);
 
 /** Which optional fields of nsp_planner_params_t are set (UCX-style mask). */
 enum {
@@ -574,14 +613,18 @@ nsp_status_t nsp_comm_init_oob(nsp_comm_t **comm, const nsp_oob_coll_t *oob,
 /**
  * Create the world from a launcher's environment: rank and size from the
  * first pair that is set of NSPCOMM_RANK/NSPCOMM_NRANKS (explicit),
- * OMPI_COMM_WORLD_RANK/SIZE (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Intel
- * MPI) and SLURM_PROCID/SLURM_NTASKS (srun); the rendezvous address from
- * NSPCOMM_ROOT=host:port, where rank 0 listens (on that address, for this
- * one communicator) and the others connect, retrying until the timeout
- * while rank 0 is not up yet. Use a port free on rank 0's host. Ranks
+ * RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/SIZE (Open MPI),
+ * PMI_RANK/PMI_SIZE (MPICH, Intel MPI) and SLURM_PROCID/SLURM_NTASKS
+ * (srun); the rendezvous address from NSPCOMM_ROOT=host:port, where rank 0
+ * listens (on that address, for this one communicator) and the others
+ * connect, retrying until the timeout while rank 0 is not up yet. Use a
+ * port free on rank 0's host. Without NSPCOMM_ROOT, torchrun's MASTER_ADDR
+ * is the host and the port is NSPCOMM_PORT, else MASTER_PORT + 1 (torchrun's
+ * own store holds MASTER_PORT); LOCAL_RANK < LOCAL_WORLD_SIZE is checked
+ * when both are set (placement comes from the host identities). Ranks
  * authenticate with the secret of NSPCOMM_TOKEN (or NSPCOMM_TOKEN_FILE);
  * without one the rendezvous listens on 127.0.0.1 only, and a rank whose
- * NSPCOMM_ROOT names another host fails with NSP_ERR_INVALID_ARG telling
+ * rendezvous host is another one fails with NSP_ERR_INVALID_ARG telling
  * it to set NSPCOMM_TOKEN.
  * Errors: NSP_ERR_NOT_FOUND (no rank/size or no NSPCOMM_ROOT in the
  * environment: the message lists the variables tried), NSP_ERR_PARSE (a
@@ -590,6 +633,17 @@ nsp_status_t nsp_comm_init_oob(nsp_comm_t **comm, const nsp_oob_coll_t *oob,
  */
 NSP_EXPORT
 nsp_status_t nsp_comm_init_env(nsp_comm_t **comm, const nsp_config_t *config);
+
+/**
+ * Which launcher started this process, by the variables nsp_comm_init_env()
+ * reads: *name "nspcomm", "torchrun", "mpirun", "pmi" or "srun" (a static
+ * string) with this process's *rank and the world *size; or *name NULL and
+ * *rank = *size = 0 when none is set (not an error). Tools that fork their
+ * own ranks use it to refuse running under a launcher.
+ * Errors: NSP_ERR_INVALID_ARG (NULL output), NSP_ERR_PARSE (a malformed
+ * value, or rank >= size: the message names the variables).
+ */
+nsp_status_t nsp_launcher_detect(const char **name, int *rank, int *size);
 
 /**
  * Wrap a communicator the framework already has (DESIGN §4): `nccl_comm` is

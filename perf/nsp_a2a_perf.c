@@ -1297,24 +1297,27 @@ static nsp_status_t mpi_oob_free(void *request)
 }
 #endif
 
-/* Rank and size from a launcher's environment (mpirun, srun), -1 if none,
- * -2 if one is set but is not a rank count (message printed). */
-static int launcher_size(void)
+/*
+ * The world size of the launcher that started us (torchrun, mpirun, srun:
+ * nsp_launcher_detect), or -1. With --ranks under a launcher of more than
+ * one rank every process would fork a world of its own: refuse (exit 2).
+ */
+static int launcher_size(int forked_ranks)
 {
-    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "NSPCOMM_NRANKS"};
+    const char *name;
+    int         rank, size;
 
-    for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); ++k) {
-        const char *v = getenv(vars[k]);
-        int         n;
-        if (v == NULL || v[0] == '\0') {
-            continue;
-        }
-        if (nsp_opt_int("nsp_a2a_perf", vars[k], v, 1, 1 << 20, &n) != NSP_OK) {
-            return -2;
-        }
-        return n;
+    if (nsp_launcher_detect(&name, &rank, &size) != NSP_OK) {
+        fprintf(stderr, "nsp_a2a_perf: %s\n", nsp_last_error());
+        exit(2);
     }
-    return -1;
+    if (name != NULL && size > 1 && forked_ranks > 0) {
+        fprintf(stderr, "nsp_a2a_perf: started by %s as rank %d of %d, and --ranks %d would "
+                "fork a separate world in every process: drop --ranks under a launcher, or "
+                "run one process with --ranks\n", name, rank, size, forked_ranks);
+        exit(2);
+    }
+    return name != NULL ? size : -1;
 }
 
 static int run_launched(perf_ctx_t *c, int argc, char **argv)
@@ -1592,10 +1595,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PERF_PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
         return NSP_OPT_EXIT_USAGE;
     }
-    size = launcher_size();
-    if (size == -2) {
-        return NSP_OPT_EXIT_USAGE;
-    }
+    size = launcher_size(c.opts.ranks);
     if (c.opts.ranks > 0 || size < 0) {
         c.opts.ranks = c.opts.ranks > 0 ? c.opts.ranks : 4;
         size         = c.opts.ranks;

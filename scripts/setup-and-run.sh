@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
+bash scripts/setup-python.sh   # torch + the nspcomm package into .venv (PyPI)
 bash scripts/main-job.sh "$@"
+bash scripts/train-torch.sh   # the short PyTorch training run (docs/pytorch.md)

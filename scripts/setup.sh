@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libucx-dev ucx-utils libhwloc-dev hwloc
       libopenmpi-dev openmpi-bin
-      libglpk-dev coinor-libcbc-dev python3 locales
+      libglpk-dev coinor-libcbc-dev python3 python3-venv locales
       libssl-dev clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -21,3 +21,14 @@ dist_noinst_SCRIPTS += tests/test_exports.sh
 # The structure of src/: no call cycles between objects, function lengths.
 TESTS += tests/test_structure.sh
 dist_noinst_SCRIPTS += tests/test_structure.sh
+
+# The Python package (python/) and its torch op: pytest, one TAP line per
+# test (tests/python/test_python.sh; skips with a reason without torch).
+TESTS += tests/python/test_python.sh
+EXTRA_DIST += tests/python python examples/torch perf/torch_ulysses_compare.py
+
+# Version and ABI checks for bindings, planner kinds by name.
+check_PROGRAMS += tests/test_version
+TESTS += tests/test_version
+tests_test_version_SOURCES = tests/test_version.c
+tests_test_version_LDADD = tests/libnsptest.la libnspcomm_planner.la

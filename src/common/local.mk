@@ -1,7 +1,8 @@
 # src/common: status strings, logging, small shared utilities.
 libnspcomm_planner_la_SOURCES += \
 	src/common/status.c \
-	src/common/log.c
+	src/common/log.c \
+	src/common/version.c
 noinst_HEADERS += \
 	src/common/log.h
 

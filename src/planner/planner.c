@@ -30,6 +30,30 @@ static const char *planner_name(nsp_planner_kind_t kind)
     return "unknown";
 }
 
+/* Kinds are small consecutive integers; any kind planner_name() knows is found. */
+nsp_status_t nsp_planner_kind_from_name(const char *name, nsp_planner_kind_t *kind)
+{
+    if (name == NULL || kind == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_planner_kind_from_name: NULL argument");
+    }
+    for (int k = 0; k < 64; ++k) {
+        if (strcmp(planner_name((nsp_planner_kind_t)k), name) == 0) {
+            *kind = (nsp_planner_kind_t)k;
+            return NSP_OK;
+        }
+    }
+    {
+        char known[256] = "";
+        for (int k = 0; k < 64; ++k) {
+            const char *n = planner_name((nsp_planner_kind_t)k);
+            if (strcmp(n, "unknown") != 0 && strlen(known) + strlen(n) + 3 < sizeof known) {
+                strcat(strcat(known, known[0] ? ", " : ""), n);
+            }
+        }
+        return nsp_error(NSP_ERR_NOT_FOUND, "unknown planner '%s' (known: %s)", name, known);
+    }
+}
+
 /* The default tree: 1, 2, 4, ... while valid, then the largest valid degree
  * if it is a multiple of the last (e.g. 1, 2, 4, 8, 24 for 24 heads). With
  * rings (not for the disjoint planner, which stays Ulysses-only), the tree

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,11 +214,13 @@ static nsp_status_t env_int(const char *name, int *value, int *found)
     return NSP_OK;
 }
 
-/* Rank and size from the first launcher whose variables are both set. */
-static nsp_status_t env_rank_size(int *rank, int *size, const char **source)
+/* Rank and size from the first launcher whose variables are both set;
+ * *source = its rank variable, or NULL (and NSP_OK) when none is set. */
+static nsp_status_t env_rank_size_find(int *rank, int *size, const char **source)
 {
     static const char *const vars[][2] = {
         {"NSPCOMM_RANK",         "NSPCOMM_NRANKS"},
+        {"RANK",                 "WORLD_SIZE"}, /* torchrun */
         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
         {"PMI_RANK",             "PMI_SIZE"},
         {"SLURM_PROCID",         "SLURM_NTASKS"},
@@ -236,9 +239,20 @@ static nsp_status_t env_rank_size(int *rank, int *size, const char **source)
             return NSP_OK;
         }
     }
+    *source = NULL;
+    return NSP_OK;
+}
+
+/* As env_rank_size_find, but no launcher at all is an error. */
+static nsp_status_t env_rank_size(int *rank, int *size, const char **source)
+{
+    NSP_CHECK(env_rank_size_find(rank, size, source));
+    if (*source != NULL) {
+        return NSP_OK;
+    }
     return nsp_error(NSP_ERR_NOT_FOUND,
                      "nsp_comm_init_env: no rank and size in the environment: set "
-                     "NSPCOMM_RANK/NSPCOMM_NRANKS or run under mpirun "
+                     "NSPCOMM_RANK/NSPCOMM_NRANKS or run under torchrun (RANK/WORLD_SIZE), mpirun "
                      "(OMPI_COMM_WORLD_RANK/SIZE), an MPICH-style PMI (PMI_RANK/PMI_SIZE) or "
                      "srun (SLURM_PROCID/SLURM_NTASKS)");
 }
@@ -249,10 +263,82 @@ static nsp_status_t env_token(nsp_unique_id_t *id)
 {
     return nsp_bootstrap_tcp_root_secure(id, getenv("NSPCOMM_TOKEN"),
                                          getenv("NSPCOMM_TOKEN_FILE"));
+/* Launcher names of env_rank_size's table, by its rank variable. */
+static const char *launcher_name(const char *rank_var)
+{
+    static const char *const names[][2] = {
+        {"NSPCOMM_RANK", "nspcomm"}, {"RANK", "torchrun"}, {"OMPI_COMM_WORLD_RANK", "mpirun"},
+        {"PMI_RANK", "pmi"},         {"SLURM_PROCID", "srun"},
+    };
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
+        if (strcmp(rank_var, names[i][0]) == 0) {
+            return names[i][1];
+        }
+    }
+    return rank_var;
+}
+
+nsp_status_t nsp_launcher_detect(const char **name, int *rank, int *size)
+{
+    const char *source = NULL;
+    int         r = 0, n = 0;
+
+    if (name == NULL || rank == NULL || size == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_launcher_detect: an output is NULL");
+    }
+    NSP_CHECK(env_rank_size_find(&r, &n, &source));
+    *name = source != NULL ? launcher_name(source) : NULL;
+    *rank = r;
+    *size = n;
+    return NSP_OK;
+}
+
+/*
+ * torchrun's rendezvous, when NSPCOMM_ROOT is not set: MASTER_ADDR and, as
+ * port, NSPCOMM_PORT or else MASTER_PORT + 1 (torchrun's own store listens
+ * on MASTER_PORT). Writes "host:port" into buf[len]; *root = buf, or NULL
+ * when MASTER_ADDR is unset. LOCAL_RANK/LOCAL_WORLD_SIZE are only checked
+ * (placement comes from the host identities).
+ */
+static nsp_status_t env_torchrun_root(char *buf, size_t len, const char **root)
+{
+    const char *addr = getenv("MASTER_ADDR");
+    int         port = 0, have_port, local_rank = 0, local_size = 0, have_lr, have_ls;
+
+    *root = NULL;
+    if (addr == NULL || addr[0] == '\0') {
+        return NSP_OK;
+    }
+    NSP_CHECK(env_int("NSPCOMM_PORT", &port, &have_port));
+    if (!have_port) {
+        NSP_CHECK(env_int("MASTER_PORT", &port, &have_port));
+        if (!have_port) {
+            return nsp_error(NSP_ERR_NOT_FOUND, "nsp_comm_init_env: MASTER_ADDR=%s is set but "
+                             "neither NSPCOMM_PORT nor MASTER_PORT", addr);
+        }
+        port += 1;
+    }
+    if (port < 1 || port > 65535) {
+        return nsp_error(NSP_ERR_PARSE, "nsp_comm_init_env: rendezvous port %d (NSPCOMM_PORT, "
+                         "or MASTER_PORT + 1) is not a TCP port", port);
+    }
+    NSP_CHECK(env_int("LOCAL_RANK", &local_rank, &have_lr));
+    NSP_CHECK(env_int("LOCAL_WORLD_SIZE", &local_size, &have_ls));
+    if (have_lr && have_ls && local_rank >= local_size) {
+        return nsp_error(NSP_ERR_PARSE, "LOCAL_RANK=%d and LOCAL_WORLD_SIZE=%d: need "
+                         "LOCAL_RANK < LOCAL_WORLD_SIZE", local_rank, local_size);
+    }
+    if ((size_t)snprintf(buf, len, "%s:%d", addr, port) >= len) {
+        return nsp_error(NSP_ERR_PARSE, "nsp_comm_init_env: MASTER_ADDR=%s is too long", addr);
+    }
+    *root = buf;
+    return NSP_OK;
 }
 
 nsp_status_t nsp_comm_init_env(nsp_comm_t **comm, const nsp_config_t *config)
 {
+    char                torchrun_root[320];
     const char         *root   = getenv("NSPCOMM_ROOT");
     const char         *source = NULL;
     const nsp_tp_ops_t *ops;
@@ -268,10 +354,13 @@ nsp_status_t nsp_comm_init_env(nsp_comm_t **comm, const nsp_config_t *config)
     NSP_CHECK(nsp_config_resolve(config, &cfg));
     NSP_CHECK(nsp_tp_find(cfg.backend, &ops));
     if (root == NULL || root[0] == '\0') {
+        NSP_CHECK(env_torchrun_root(torchrun_root, sizeof torchrun_root, &root));
+    }
+    if (root == NULL) {
         return nsp_error(NSP_ERR_NOT_FOUND,
                          "nsp_comm_init_env: NSPCOMM_ROOT is not set: export "
                          "NSPCOMM_ROOT=host:port, the host of rank 0 and a free port, to every "
-                         "rank");
+                         "rank (under torchrun: MASTER_ADDR and MASTER_PORT + 1 or NSPCOMM_PORT)");
     }
     NSP_CHECK(nsp_unique_id_from_string(root, &id));
     NSP_CHECK(env_token(&id));

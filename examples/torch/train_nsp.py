@@ -1,0 +1,476 @@
+#!/usr/bin/env python3
+"""End-to-end training with nested sequence parallelism on nspcomm (CPU).
+
+    torchrun --nproc-per-node 8 examples/torch/train_nsp.py --steps 50
+    mpirun -np 8 -x MASTER_PORT=29500 .venv/bin/python examples/torch/train_nsp.py
+
+A small decoder-only GQA transformer (RoPE, SwiGLU, 4 layers, hidden 256,
+8 query / 2 KV heads of 32) trains on batches drawn by token budget from a
+shipped workload (lengths divided by --scale to CPU sizes). Every step, for
+each planner (static, disjoint, nested), on every rank:
+
+  plan the batch (rank 0 plans, the plan is broadcast as JSON), and per
+  round (micro-batch): the layout, gather the rank's tokens
+  (index_select), forward (attention = nspcomm.torch.nested_attention, the
+  rest per token), backward (the MLP of recomputed groups under
+  torch.utils.checkpoint); then all-reduce the gradients (gloo) and step
+  AdamW.
+
+Checks (exit 1 if one fails): at step 0 the loss and every parameter's
+gradient equal a single-process run of the same model on the same batch
+(float32; tolerance --grad-tol relative to the gradient's largest entry),
+and the planners' loss curves coincide within --loss-tol. Prints per
+planner: step time as critical-path CPU time (per round, the busiest rank's
+thread CPU time, summed; as the nsp_demo measures it) and wall time,
+tokens/s, bytes per level, and the cost model's predicted step time; writes
+JSON and an SVG (loss curves, per-rank step time) to --out.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(TOP, "python"))
+import nspcomm  # noqa: E402
+import nspcomm.torch as nt  # noqa: E402
+
+VOCAB = 512
+
+
+# ---- the model ------------------------------------------------------------------
+
+def rope(x, pos, base=10000.0):
+    """x [T, H, D] rotated by position ids pos [T] (the rows' positions in
+    their own sequences, from the layout)."""
+    D = x.shape[-1]
+    inv = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
+    ang = pos.float()[:, None] * inv[None, :]                  # [T, D/2]
+    cos, sin = ang.cos()[:, None, :], ang.sin()[:, None, :]
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2)
+
+
+class Block(nn.Module):
+    def __init__(self, hidden, nq, nkv, ffn):
+        super().__init__()
+        self.nq, self.nkv, self.D = nq, nkv, hidden // nq
+        self.n1, self.n2 = nn.RMSNorm(hidden), nn.RMSNorm(hidden)
+        self.wq = nn.Linear(hidden, nq * self.D, bias=False)
+        self.wkv = nn.Linear(hidden, 2 * nkv * self.D, bias=False)
+        self.wo = nn.Linear(nq * self.D, hidden, bias=False)
+        self.w13 = nn.Linear(hidden, 2 * ffn, bias=False)
+        self.w2 = nn.Linear(ffn, hidden, bias=False)
+
+    def mlp(self, x):
+        a, b = self.w13(self.n2(x)).chunk(2, -1)
+        return self.w2(F.silu(a) * b)
+
+    def forward(self, x, pos, attend, recompute=None):
+        T = x.shape[0]
+        h = self.n1(x)
+        q = rope(self.wq(h).view(T, self.nq, self.D), pos)
+        k, v = self.wkv(h).view(T, 2, self.nkv, self.D).unbind(1)
+        k = rope(k, pos)
+        x = x + self.wo(attend(q.contiguous(), k.contiguous(), v.contiguous()).reshape(T, -1))
+        if recompute is None or not recompute.any():
+            return x + self.mlp(x)
+        # the plan's recompute flags: rows of recomputed groups keep no MLP activations
+        keep, rec = (~recompute).nonzero().squeeze(1), recompute.nonzero().squeeze(1)
+        out = torch.empty_like(x)
+        out[keep] = self.mlp(x[keep])
+        out[rec] = checkpoint(self.mlp, x[rec], use_reentrant=False)
+        return x + out
+
+
+class Decoder(nn.Module):
+    def __init__(self, layers=4, hidden=256, nq=8, nkv=2, ffn=704):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, hidden)
+        self.blocks = nn.ModuleList(Block(hidden, nq, nkv, ffn) for _ in range(layers))
+        self.norm = nn.RMSNorm(hidden)
+        self.head = nn.Linear(hidden, VOCAB, bias=False)
+
+    def forward(self, tokens, pos, attend, recompute=None):
+        x = self.emb(tokens)
+        for b in self.blocks:
+            x = b(x, pos, attend, recompute)
+        return self.head(self.norm(x))
+
+
+def model_spec(m, args):
+    params = sum(p.numel() for p in m.parameters())
+    return {"name": "train-nsp-gqa", "layers": args.layers, "hidden": 256, "q_heads": 8,
+            "kv_heads": 2, "head_dim": 32, "ffn": 704, "topk": 0, "experts": 0,
+            "params": float(params)}
+
+
+# ---- data -----------------------------------------------------------------
+
+def scaled_workload(path, scale, out):
+    """Every length of the workload file divided by `scale` (rounded up)."""
+    with open(path) as f, open(out + ".tmp", "w") as g:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                g.write("%d\n" % max(1, -(-int(line) // scale)))
+    os.replace(out + ".tmp", out)
+    return out
+
+
+def batch_tokens(lens, step):
+    """The global batch: tokens [T] and next-token targets [T] (-100 at each
+    sequence's last token). A learnable synthetic language: a fixed random
+    bigram map (token t is followed by NEXT[t]), 20% of tokens replaced by
+    noise; the loss can fall from ln(512) = 6.24 towards about 1.9."""
+    g = torch.Generator().manual_seed(1000 + step)
+    nxt = torch.randperm(VOCAB, generator=torch.Generator().manual_seed(7))
+    toks, tgts = [], []
+    for n in lens:
+        s = torch.empty(n, dtype=torch.long)
+        s[0] = torch.randint(0, VOCAB, (1,), generator=g)
+        noise = torch.rand(n, generator=g) < 0.2
+        rnd = torch.randint(0, VOCAB, (n,), generator=g)
+        for i in range(1, n):
+            s[i] = rnd[i] if noise[i] else nxt[s[i - 1]]
+        toks.append(s)
+        t = torch.full((n,), -100, dtype=torch.long)
+        t[:-1] = s[1:]
+        tgts.append(t)
+    return torch.cat(toks), torch.cat(tgts)
+
+
+# ---- single-process reference ------------------------------------------------
+
+def reference_attend(lens):
+    """Causal attention of every sequence of the whole batch (torch SDPA)."""
+    def attend(q, k, v):
+        out, s0 = torch.empty_like(q), 0
+        g = q.shape[1] // k.shape[1]
+        for n in lens:
+            qs = q[s0:s0 + n].transpose(0, 1)
+            ks = k[s0:s0 + n].transpose(0, 1).repeat_interleave(g, 0)
+            vs = v[s0:s0 + n].transpose(0, 1).repeat_interleave(g, 0)
+            out[s0:s0 + n] = F.scaled_dot_product_attention(qs, ks, vs,
+                                                            is_causal=True).transpose(0, 1)
+            s0 += n
+        return out
+    return attend
+
+
+def reference_step(model, lens, tokens, targets):
+    pos = torch.cat([torch.arange(n) for n in lens])
+    logits = model(tokens, pos, reference_attend(lens))
+    loss = F.cross_entropy(logits, targets, ignore_index=-100, reduction="sum") / \
+        (targets != -100).sum()
+    model.zero_grad()
+    loss.backward()
+    return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+# ---- one distributed step -----------------------------------------------------
+
+def nsp_step(model, opt, comm, tree, plan, tokens, targets, stats, honour_recompute=True):
+    """Forward/backward of every round on this rank, all-reduce, AdamW.
+    Returns (global loss, per-round CPU seconds of this rank, bytes by degree)."""
+    ntgt = (targets != -100).sum()
+    model.zero_grad()
+    loss_sum = torch.zeros(())
+    cpu, bytes_by_degree = [], {}
+    for rnd in range(plan.nrounds):
+        c0 = time.thread_time()
+        lay = nspcomm.Layout(plan, rnd, comm.rank)
+        idx, pos = lay.token_index(), lay.position_ids()
+        attn = nt.NestedAttention(tree, lay, 8, 2, 32)
+        calls = []
+
+        def attend(q, k, v):
+            o = nt.nested_attention(q, k, v, attn)
+            calls.append(attn)
+            return o
+        rec = lay.recompute_rows() if honour_recompute else None
+        logits = model(tokens.index_select(0, idx), pos, attend, rec)
+        loss = F.cross_entropy(logits, targets.index_select(0, idx), ignore_index=-100,
+                               reduction="sum") / ntgt
+        fwd = attn.last_fwd_stats
+        loss.backward()
+        bwd = attn.last_bwd_stats
+        for st in (fwd, bwd):
+            for lv in (st["levels"] if st else []):
+                bytes_by_degree[lv["degree"]] = bytes_by_degree.get(lv["degree"], 0) + \
+                    (lv["a2a_bytes"] + lv["ring_bytes"]) * len(model.blocks)
+        attn.destroy()
+        loss_sum += loss.detach()
+        cpu.append(time.thread_time() - c0)
+    c0 = time.thread_time()
+    flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    dist.all_reduce(flat)                                   # gloo, sum over ranks
+    off = 0
+    for p in model.parameters():
+        p.grad.copy_(flat[off:off + p.numel()].view_as(p))
+        off += p.numel()
+    lsum = loss_sum.clone()
+    dist.all_reduce(lsum)
+    opt.step()
+    cpu.append(time.thread_time() - c0)
+    return lsum.item(), cpu, bytes_by_degree
+
+
+def allgather_floats(comm, values):
+    import struct
+    raw = comm.allgather(struct.pack("<%dd" % len(values), *values))
+    return [list(struct.unpack("<%dd" % len(values), r)) for r in raw]
+
+
+def gemm_rate(tokens=1024, hidden=256, ffn=704, reps=5):
+    """FLOP/s of forward + backward matmuls like the model's (one thread)."""
+    x = torch.randn(tokens, hidden, requires_grad=True)
+    w = torch.randn(hidden, 2 * ffn, requires_grad=True)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.thread_time()
+        (x @ w).sum().backward()
+        best = min(best, time.thread_time() - t0)
+    return 3 * 2 * tokens * hidden * 2 * ffn / max(best, 1e-9)
+
+
+def attn_rate(s=512, nq=8, nkv=2, D=32, reps=3):
+    """FLOP/s of the default per-level kernel, forward + backward of one
+    causal sequence, counted as the cost model does (3.5 * 2 * s^2 * n_q * D)."""
+    k = nt.SdpaKernel()
+    q, kv = torch.randn(s, nq, D), torch.randn(s, nkv, D)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.thread_time()
+        o, lse = k.fwd(q, kv, kv, [0, s], [0, s], True, D ** -0.5)
+        k.bwd(q, kv, kv, o, lse, o, [0, s], [0, s], True, D ** -0.5)
+        best = min(best, time.thread_time() - t0)
+    return 3.5 * 2 * s * s * nq * D / max(best, 1e-9)
+
+
+def memory_for(planner_model, cluster, tokens_per_rank):
+    """The cluster's mem_bytes so one rank holds about 1.25 x tokens_per_rank
+    tokens alone (as nsp_demo sizes it), from the planner's own memory
+    model: what the rank holding one such sequence at degree 1 needs."""
+    c = dict(cluster, mem_bytes=1e15)
+    p = nspcomm.Planner(planner_model, c).plan([int(1.25 * tokens_per_rank)], kind="static",
+                                               static_degree=1, static_recompute=0)
+    return max(p.predicted["rank_mem_bytes"])
+
+
+# ---- the run ----------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--planners", default="static,disjoint,nested")
+    ap.add_argument("--workload", default=os.path.join(TOP, "data", "workloads",
+                                                       "wlbllm-distca.txt"))
+    ap.add_argument("--scale", type=int, default=32)
+    ap.add_argument("--tokens-per-rank", type=int, default=256)
+    ap.add_argument("--max-len", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--grad-tol", type=float, default=1e-4)
+    ap.add_argument("--loss-tol", type=float, default=2e-3)
+    ap.add_argument("--cluster", default=os.path.join(TOP, "data", "clusters",
+                                                      "demo-cpu-shm.json"))
+    ap.add_argument("--out", default=os.path.join(TOP, "out"))
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    os.makedirs(args.out, exist_ok=True)
+
+    if "RANK" not in os.environ and "OMPI_COMM_WORLD_RANK" in os.environ:
+        # mpirun -np 8 -x MASTER_ADDR -x MASTER_PORT: torch's env:// from Open MPI's
+        os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"],
+                          WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"],
+                          LOCAL_RANK=os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
+    dist.init_process_group("gloo")              # env:// (torchrun's variables)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    # nspcomm bootstraps through torch's own store (the OOB callbacks, as torch-ucc does)
+    comm = nspcomm.init(store=dist.distributed_c10d._get_default_store())
+    tree = comm.tree()
+    torch.manual_seed(args.seed)
+    init = Decoder(layers=args.layers)
+    with open(args.cluster) as f:
+        cluster = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+    cluster.update(ranks=world, ranks_per_node=world)
+    # the GEMM rate of this machine for this model's shapes (one thread per
+    # rank), measured by rank 0 and shared: the file's rates are nsp_demo's
+    # attention-only calibration
+    rate = torch.tensor([gemm_rate(), attn_rate()] if rank == 0 else [0.0, 0.0],
+                        dtype=torch.float64)
+    dist.broadcast(rate, 0)
+    cluster["gemm_flops"], cluster["attn_flops"] = rate.tolist()
+    spec = model_spec(init, args)
+    cluster["mem_bytes"] = memory_for(spec, cluster, args.tokens_per_rank)
+    planner = nspcomm.Planner(spec, cluster)
+    wl = os.path.join(args.out, "workload-scaled-%d.txt" % args.scale)
+    if rank == 0:
+        scaled_workload(args.workload, args.scale, wl)
+    dist.barrier()
+    budget = args.tokens_per_rank * world
+    lens_of = [nspcomm.sample_batch(wl, args.seed, s, budget, args.max_len)
+               for s in range(args.steps)]
+
+    failed = []
+    report = {"args": vars(args), "ranks": world, "planners": {}}
+    for kind in args.planners.split(","):
+        model = Decoder(layers=args.layers)
+        model.load_state_dict(init.state_dict())
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+        rec = report["planners"][kind] = {"loss": [], "crit_s": [], "wall_s": [],
+                                          "pred_s": [], "rank_cpu_s": [], "bytes": {},
+                                          "rounds": []}
+        for step in range(args.steps):
+            lens = lens_of[step]
+            tokens, targets = batch_tokens(lens, step)
+            # rank 0 plans, every rank gets its plan (gloo: no nspcomm timeout while
+            # rank 0 solves the disjoint planner's MILP)
+            blob = [planner.plan(lens, kind=kind, time_limit_s=0.5).to_json()
+                    if rank == 0 else None]
+            dist.broadcast_object_list(blob, 0)
+            plan = nspcomm.Plan.from_json(blob[0])
+            if step == 0 and rank == 0:   # the single-process run (rank 0 only)
+                ref = Decoder(layers=args.layers)
+                ref.load_state_dict(init.state_dict())
+                ref_loss, ref_grads = reference_step(ref, lens, tokens, targets)
+            comm.barrier()
+            w0 = time.time()
+            loss, cpu, nbytes = nsp_step(model, opt, comm, tree, plan, tokens, targets, rec)
+            wall = time.time() - w0
+            if step == 0 and rank == 0:
+                # the optimizer already stepped: compare the all-reduced grads it used
+                worst = max((p.grad - ref_grads[n]).abs().max().item() /
+                            max(ref_grads[n].abs().max().item(), 1e-30)
+                            for n, p in model.named_parameters())
+                rec["step0"] = {"loss": loss, "ref_loss": ref_loss,
+                                "loss_err": abs(loss - ref_loss) / abs(ref_loss),
+                                "worst_grad_err": worst}
+                if worst > args.grad_tol or rec["step0"]["loss_err"] > args.grad_tol:
+                    failed.append("%s step 0: loss %.6g vs %.6g, worst grad error %.3g" % (
+                        kind, loss, ref_loss, worst))
+            every = allgather_floats(comm, cpu + [wall])
+            crit = sum(max(r[i] for r in every) for i in range(len(cpu)))
+            rec["loss"].append(loss)
+            rec["crit_s"].append(crit)
+            rec["wall_s"].append(max(r[-1] for r in every))
+            rec["pred_s"].append(plan.predicted["step_s"] / spec["layers"] * args.layers)
+            rec["rank_cpu_s"].append([sum(r[:-1]) for r in every])
+            rec["rounds"].append(plan.nrounds)
+            for d, b in nbytes.items():
+                rec["bytes"][d] = rec["bytes"].get(d, 0) + b
+            if rank == 0:
+                print("%-8s step %3d loss %.4f crit %.3f s wall %.3f s rounds %d" % (
+                    kind, step, loss, crit, rec["wall_s"][-1], plan.nrounds), flush=True)
+    if rank == 0:
+        summarize(report, args, failed)
+    ok = torch.tensor([0 if failed else 1])
+    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    tree.destroy()
+    comm.destroy()
+    dist.destroy_process_group()
+    sys.exit(0 if ok.item() == 1 else 1)
+
+
+def summarize(report, args, failed):
+    kinds = list(report["planners"])
+    base = report["planners"][kinds[0]]["loss"]
+    for k in kinds[1:]:
+        cur = report["planners"][k]["loss"]
+        diff = max(abs(a - b) / abs(b) for a, b in zip(cur, base))
+        report["planners"][k]["loss_vs_%s" % kinds[0]] = diff
+        if diff > args.loss_tol:
+            failed.append("%s loss curve differs from %s by %.3g" % (k, kinds[0], diff))
+    warm = slice(1, None) if args.steps > 1 else slice(0, None)
+    tokens = args.tokens_per_rank * report["ranks"]
+    print("\n# planner   rounds  crit_s  wall_s  tokens/s(crit)  predicted_s  loss[0] "
+          "loss[-1]  step0 grad err  MiB sent per level (all ranks, per step)")
+    for k in kinds:
+        r = report["planners"][k]
+        crit = sum(r["crit_s"][warm]) / len(r["crit_s"][warm])
+        wall = sum(r["wall_s"][warm]) / len(r["wall_s"][warm])
+        pred = sum(r["pred_s"][warm]) / len(r["pred_s"][warm])
+        r["summary"] = {"crit_s": crit, "wall_s": wall, "pred_s": pred,
+                        "tokens_per_s_crit": tokens / crit}
+        mib = " ".join("d%d:%.1f" % (d, b / 2 ** 20 / args.steps)
+                       for d, b in sorted(r["bytes"].items()) if d > 1)
+        print("  %-9s %6.2f  %6.3f  %6.3f  %14.0f  %11.4f  %.4f  %.4f  %14.2e  %s" % (
+            k, sum(r["rounds"]) / len(r["rounds"]), crit, wall, tokens / crit, pred,
+            r["loss"][0], r["loss"][-1], r["step0"]["worst_grad_err"], mib))
+    if "static" in kinds and "nested" in kinds:
+        s, n = report["planners"]["static"]["summary"], report["planners"]["nested"]["summary"]
+        print("# nested vs static: %.3fx measured (crit), %.3fx predicted" % (
+            s["crit_s"] / n["crit_s"], s["pred_s"] / n["pred_s"]))
+    for k in kinds[1:]:
+        print("# loss curve of %s vs %s: max relative difference %.2e (tolerance %.0e)" % (
+            k, kinds[0], report["planners"][k]["loss_vs_%s" % kinds[0]], args.loss_tol))
+    print("# check: %s" % ("FAILED: " + "; ".join(failed) if failed else
+                           "step-0 loss and every gradient match the single-process run "
+                           "(tolerance %.0e), loss curves coincide" % args.grad_tol))
+    report["failed"] = failed
+    with open(os.path.join(args.out, "train_nsp.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    with open(os.path.join(args.out, "train_nsp.svg"), "w") as f:
+        f.write(svg(report))
+    print("# wrote %s/train_nsp.json and train_nsp.svg" % args.out)
+
+
+def svg(report):
+    """Loss curves (left) and per-rank CPU time per step (right), by planner."""
+    colors = {"static": "#d62728", "disjoint": "#1f77b4", "nested": "#2ca02c"}
+    W, H, pad = 900, 360, 50
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+           'font-family="sans-serif" font-size="12">' % (W, H),
+           '<rect width="100%" height="100%" fill="white"/>']
+    kinds = list(report["planners"])
+    losses = [x for k in kinds for x in report["planners"][k]["loss"]]
+    lo, hi = min(losses), max(losses)
+    n = max(len(report["planners"][k]["loss"]) for k in kinds)
+    pw = W / 2 - 1.5 * pad
+    out.append('<text x="%d" y="20">loss per step (curves should coincide)</text>' % pad)
+    for k in kinds:
+        ys = report["planners"][k]["loss"]
+        pts = " ".join("%.1f,%.1f" % (pad + pw * i / max(1, n - 1),
+                                      H - pad - (H - 2 * pad) * (y - lo) / max(hi - lo, 1e-9))
+                       for i, y in enumerate(ys))
+        out.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (
+            colors.get(k, "black"), pts))
+    out.append('<text x="%d" y="%d">%.3f</text><text x="%d" y="%d">%.3f</text>' % (
+        5, H - pad, lo, 5, pad, hi))
+    x0 = W / 2 + pad / 2
+    out.append('<text x="%d" y="20">per-rank CPU s per step (mean), by planner</text>' % x0)
+    ranks = report["ranks"]
+    means = {k: [sum(s[r] for s in report["planners"][k]["rank_cpu_s"]) /
+                 len(report["planners"][k]["rank_cpu_s"]) for r in range(ranks)] for k in kinds}
+    top = max(max(v) for v in means.values()) or 1
+    bw = pw / (ranks * (len(kinds) + 1))
+    for r in range(ranks):
+        for j, k in enumerate(kinds):
+            h = (H - 2 * pad) * means[k][r] / top
+            out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>' % (
+                x0 + (r * (len(kinds) + 1) + j) * bw, H - pad - h, bw, h,
+                colors.get(k, "black")))
+        out.append('<text x="%.1f" y="%d">%d</text>' % (
+            x0 + r * (len(kinds) + 1) * bw, H - pad + 15, r))
+    for j, k in enumerate(kinds):
+        out.append('<text x="%d" y="%d" fill="%s">%s</text>' % (
+            pad + 80 * j, H - 10, colors.get(k, "black"), k))
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()
