@@ -263,6 +263,8 @@ static nsp_status_t env_token(nsp_unique_id_t *id)
 {
     return nsp_bootstrap_tcp_root_secure(id, getenv("NSPCOMM_TOKEN"),
                                          getenv("NSPCOMM_TOKEN_FILE"));
+}
+
 /* Launcher names of env_rank_size's table, by its rank variable. */
 static const char *launcher_name(const char *rank_var)
 {
