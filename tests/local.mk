@@ -1,6 +1,7 @@
 # tests/: the TAP helper library shared by every test program.
 check_LTLIBRARIES += tests/libnsptest.la
-tests_libnsptest_la_SOURCES = tests/tap.c tests/tap.h tests/mp.c tests/mp.h tests/mp_uid.c
+tests_libnsptest_la_SOURCES = tests/tap.c tests/tap.h tests/mp.c tests/mp.h tests/mp_uid.c \
+	perf/nc_enter.c perf/nc_enter.h
 tests_libnsptest_la_CFLAGS = $(AM_CFLAGS)
 # Its shell counterpart, sourced by the tests/*/test_*.sh scripts.
 EXTRA_DIST += tests/tap.sh

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "mp.h"
 
+#include "../perf/nc_enter.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -115,6 +117,19 @@ static int mp_wait_gate(void *field, size_t bytes, pid_t parent, double deadline
     }
 }
 
+/* Under NSP_NETCLUSTER, move the rank into its node's namespaces (still
+ * single-threaded here); 0, or MP_EXIT_NOT_STARTED with a note. */
+static int mp_enter_node(int rank, int nranks)
+{
+    char why[MP_NOTE_BYTES] = "";
+
+    if (nc_enter_node(rank, nranks, NULL, why, sizeof(why)) != 0) {
+        mp_note("not started: %s", why);
+        return MP_EXIT_NOT_STARTED;
+    }
+    return 0;
+}
+
 static void mp_child(int rank, int nranks, mp_fn_t fn, void *arg, void *field, size_t bytes,
                      pid_t parent, double deadline)
 {
@@ -125,6 +140,9 @@ static void mp_child(int rank, int nranks, mp_fn_t fn, void *arg, void *field, s
     fflush(stdout);
     dup2(STDERR_FILENO, STDOUT_FILENO);
     code = field != NULL ? mp_wait_gate(field, bytes, parent, deadline) : 0;
+    if (code == 0) {
+        code = mp_enter_node(rank, nranks); /* NSP_NETCLUSTER: this rank's node */
+    }
     if (code == 0) {
         code = fn(rank, nranks, arg);
     }

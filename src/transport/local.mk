@@ -8,12 +8,14 @@ libnspcomm_la_SOURCES += \
 	src/transport/bootstrap_tcp.c \
 	src/transport/bootstrap_oob.c \
 	src/transport/ucx.c \
+	src/transport/ucx_report.c \
 	src/transport/comm.c
 noinst_HEADERS += \
 	src/transport/transport.h \
 	src/transport/request.h \
 	src/transport/bootstrap.h \
-	src/transport/comm.h
+	src/transport/comm.h \
+	src/transport/ucx_report.h
 endif
 
 # tests/comm: multi-process tests of the communication layer (real processes

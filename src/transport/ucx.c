@@ -30,6 +30,7 @@
 #include "transport/transport.h"
 
 #include "common/log.h"
+#include "transport/ucx_report.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -99,6 +100,7 @@ struct ucx_world {
     uint32_t      next_context; /* next free context id on this rank */
     ucx_region_t *regions;      /* live nsp_mem_alloc regions, newest first */
     uint32_t      next_region;  /* id of the next region */
+    int           abandoned;    /* 1: a request was freed with operations in flight */
 };
 
 typedef struct ucx_comm {
@@ -352,6 +354,10 @@ static void ucx_req_free(nsp_request_t *base)
     for (int i = 0; i < req->nops; ++i) {
         ucx_op_t *op = &req->ops[i];
         if (op->ucp_req != NULL) {
+            /* abandoned (e.g. after a timeout): close endpoints by force */
+            if (ucp_request_check_status(op->ucp_req) == UCS_INPROGRESS) {
+                req->comm->world->abandoned = 1;
+            }
             if (op->is_recv) {
                 ucp_request_cancel(req->comm->world->worker, op->ucp_req);
             }
@@ -747,6 +753,7 @@ static void ucx_close_endpoints(ucx_world_t *w, double timeout_s)
      * peers may still sit in UCX's protocol queues, and a flushing close
      * leaves them there, which UCX 1.13 asserts on in ucp_worker_destroy.
      * So once anything failed, force-close every endpoint that allows it. */
+    any_failed = w->abandoned; /* a timed-out request left sends queued */
     for (int r = 0; r < w->nranks; ++r) {
         any_failed |= (w->peers[r].failed != UCS_OK);
     }
@@ -825,6 +832,23 @@ static void ucx_world_free(ucx_world_t *w, double timeout_s)
     free(w);
 }
 
+/* INFO: which UCX transports reach each peer (transport/ucx_report.c). */
+static void ucx_report(const ucx_world_t *w, int me)
+{
+    ucp_ep_h *eps  = calloc((size_t)w->nranks, sizeof(*eps));
+    int      *same = calloc((size_t)w->nranks, sizeof(*same));
+
+    if (eps != NULL && same != NULL && nsp_log_enabled(NSP_LOG_INFO)) {
+        for (int r = 0; r < w->nranks; ++r) {
+            eps[r]  = w->peers[r].ep;
+            same[r] = w->peers[r].same_host;
+        }
+        nsp_ucx_report(me, w->nranks, eps, same);
+    }
+    free(eps);
+    free(same);
+}
+
 static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t *params,
                                      nsp_tp_comm_t **out)
 {
@@ -866,6 +890,7 @@ static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t 
     /* Wire every endpoint up now and prove all ranks reached this point. */
     NSP_CHECK_GOTO(nsp_tp_barrier_by_alltoallv(&comm->base), status, err_free_world);
     free(table);
+    ucx_report(w, bs->rank);
     NSP_DEBUG("ucx: world of %d ranks up (rank %d, address %zu bytes)", w->nranks, bs->rank,
               stride);
     *out = &comm->base;
