@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "demo.h"
+#include "nc_enter.h"
 
 #include "common/log.h"
 
@@ -147,6 +148,18 @@ static int await_id(const demo_gate_t *gate, pid_t parent, double deadline, nsp_
     }
 }
 
+/* Under NSP_NETCLUSTER (scripts/netcluster.sh), enter rank r's node. */
+static int demo_enter_node(int r, int nranks)
+{
+    char why[256];
+
+    if (nc_enter_node(r, nranks, NULL, why, sizeof(why)) != 0) {
+        fprintf(stderr, "[nsp_demo] rank %d not started: %s\n", r, why);
+        return 1;
+    }
+    return 0;
+}
+
 /* Fork the ranks, then make the id into *id and release them; watch them.
  * *no_id = 1 when the id could not be made (the ranks are killed). */
 static nsp_status_t demo_launch(int nranks, demo_rank_fn_t fn, void *arg, nsp_unique_id_t *id,
@@ -180,6 +193,9 @@ static nsp_status_t demo_launch(int nranks, demo_rank_fn_t fn, void *arg, nsp_un
             code = await_id(gate, parent, id_deadline, id,
                             watch->notes != NULL ? watch->notes[r] : NULL,
                             sizeof(*watch->notes));
+            if (code == 0) {
+                code = demo_enter_node(r, nranks); /* NSP_NETCLUSTER: the rank's node */
+            }
             if (code == 0) {
                 code = fn(r, nranks, arg);
             }

@@ -15,7 +15,9 @@ examples_nsp_demo_SOURCES = \
 	examples/demo_report.c \
 	examples/demo_svg.c \
 	perf/svg.c \
-	perf/svg.h
+	perf/svg.h \
+	perf/nc_enter.c \
+	perf/nc_enter.h
 examples_nsp_demo_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/perf \
 	-DNSP_DEMO_DATADIR='"$(abs_top_srcdir)/data"'
 examples_nsp_demo_LDADD = libnspcomm.la libnspcomm_planner.la -lm

@@ -9,13 +9,15 @@ libnspcomm_la_SOURCES += \
 	src/transport/bootstrap_oob.c \
 	src/transport/ucx.c \
 	src/transport/ucx_report.c \
+	src/transport/ucx_progress.c \
 	src/transport/comm.c
 noinst_HEADERS += \
 	src/transport/transport.h \
 	src/transport/request.h \
 	src/transport/bootstrap.h \
 	src/transport/comm.h \
-	src/transport/ucx_report.h
+	src/transport/ucx_report.h \
+	src/transport/ucx_progress.h
 endif
 
 # tests/comm: multi-process tests of the communication layer (real processes

@@ -1,0 +1,106 @@
+/*
+ * The UCX progress thread (see ucx_progress.h). Polls every POLL_NS while
+ * requests are in flight and nothing moved, every IDLE_NS when none are: on
+ * a host with more ranks than cores it must not take the cores the ranks
+ * compute on.
+ */
+#include "transport/ucx_progress.h"
+
+#include "common/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define POLL_NS (20 * 1000)        /* in flight, nothing moved: 20 us */
+#define IDLE_NS (1000 * 1000)      /* nothing in flight: 1 ms */
+#define HANDOFF_NS (200 * 1000)    /* the rank progressed itself this recently: stay away */
+
+struct nsp_ucx_progress {
+    ucp_worker_h worker;
+    pthread_t    thread;
+    int          stop;   /* atomic: 1 asks the thread to end */
+    int          busy;   /* atomic: requests in flight */
+    int64_t      touched_ns; /* atomic: when the rank last progressed itself */
+    uint64_t     events; /* the thread's progress calls that moved something */
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/*
+ * Progress only while requests are in flight and the rank is away (in its
+ * kernel): when it waits, it progresses itself, and two threads taking the
+ * worker's lock in turn on oversubscribed cores spin for nothing.
+ */
+static void *progress_main(void *arg)
+{
+    nsp_ucx_progress_t *p = arg;
+
+    while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+        struct timespec nap = {0, IDLE_NS};
+        if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) {
+            nap.tv_nsec = POLL_NS;
+            if (now_ns() - __atomic_load_n(&p->touched_ns, __ATOMIC_ACQUIRE) > HANDOFF_NS &&
+                ucp_worker_progress(p->worker) != 0) {
+                ++p->events;
+                continue;
+            }
+        }
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+nsp_status_t nsp_ucx_progress_start(ucp_worker_h worker, nsp_ucx_progress_t **out)
+{
+    nsp_ucx_progress_t *p = calloc(1, sizeof(*p));
+    int                 rc;
+
+    if (p == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "ucx: no memory for the progress thread");
+    }
+    p->worker = worker;
+    rc        = pthread_create(&p->thread, NULL, progress_main, p);
+    if (rc != 0) {
+        free(p);
+        return nsp_error(NSP_ERR_BACKEND, "ucx: cannot start the progress thread: %s",
+                         strerror(rc));
+    }
+    *out = p;
+    return NSP_OK;
+}
+
+void nsp_ucx_progress_busy(nsp_ucx_progress_t *p, int delta)
+{
+    if (p != NULL) {
+        __atomic_add_fetch(&p->busy, delta, __ATOMIC_ACQ_REL);
+    }
+}
+
+void nsp_ucx_progress_touch(nsp_ucx_progress_t *p)
+{
+    if (p != NULL) {
+        __atomic_store_n(&p->touched_ns, now_ns(), __ATOMIC_RELEASE);
+    }
+}
+
+void nsp_ucx_progress_stop(nsp_ucx_progress_t *p, uint64_t *events)
+{
+    if (p == NULL) {
+        return;
+    }
+    __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(p->thread, NULL);
+    if (events != NULL) {
+        *events = p->events;
+    }
+    free(p);
+}
