@@ -11,3 +11,10 @@ perf_nsp_a2a_perf_LDADD += $(MPI_LIBS)
 endif
 endif
 dist_noinst_SCRIPTS += perf/a2a_compare.sh
+
+# perf/nsp_calibrate: measure a world, write the cluster file (docs/calibration.md).
+if NSP_COMM
+noinst_PROGRAMS += perf/nsp_calibrate
+perf_nsp_calibrate_SOURCES = perf/nsp_calibrate.c perf/nc_enter.c perf/nc_enter.h
+perf_nsp_calibrate_LDADD = libnspcomm.la libnspcomm_planner.la -lm
+endif
