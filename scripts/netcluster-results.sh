@@ -27,10 +27,10 @@ run() { # run RATE SUFFIX [ENV...]: calibrate and demo on a fresh cluster
     local rate=$1 suffix=$2
     shift 2
     env "$@" "$top/scripts/netcluster.sh" run -p "ncr$$-" -k 2 -r "$rate" sh -c '
-        "$1/perf/nsp_calibrate" --ranks 8 --out "$2/cal-$3.json" --name "netcluster-2x4-$3" \
+        "$1/perf/nsp_calibrate" --ranks 8 --out "$2/cal-$3$4.json" --name "netcluster-2x4-$3" \
             --elem-bytes 4 --gemm kernel --reps 5 >"$2/cal-$3$4.txt" 2>/dev/null &&
         "$1/examples/nsp_demo" --no-tcp --batches 1 --reps "$5" --quiet \
-            --cluster-file "$2/cal-$3.json" --json "$2/demo-$3$4.json" --svg "" \
+            --cluster-file "$2/cal-$3$4.json" --json "$2/demo-$3$4.json" --svg "" \
             >"$2/demo-$3$4.txt" 2>"$2/demo-$3$4.err"' _ "$build" "$out" "$rate" "$suffix" "$reps"
 }
 for rate in "${rates[@]}"; do

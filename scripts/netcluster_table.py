@@ -32,7 +32,7 @@ def main():
         path = os.path.join(out, "demo-%s.json" % rate)
         if not os.path.exists(path):
             continue
-        cal = load(os.path.join(out, "cal-%s.json" % rate.replace("-nothread", "")))
+        cal = load(os.path.join(out, "cal-%s.json" % rate))
         ses = session(load(path))
         for name, plan in ses["batches"][0]["plans"].items():
             per, mean = reps_ratio(plan)

@@ -317,8 +317,7 @@ static nsp_status_t ucx_req_test(nsp_request_t *base)
     ucx_req_t   *req = (ucx_req_t *)base;
     unsigned     n;
 
-    nsp_ucx_progress_touch(req->comm->world->progress);
-    n = ucp_worker_progress(req->comm->world->worker);
+    n = nsp_ucx_progress_rank(req->comm->world->progress, req->comm->world->worker);
 
     base->idle = n == 0;
     if (base->idle) {
@@ -569,8 +568,7 @@ static nsp_status_t ucx_progress(nsp_tp_comm_t *base, int *idle)
     ucx_comm_t *comm = (ucx_comm_t *)base;
     unsigned    n;
 
-    nsp_ucx_progress_touch(comm->world->progress);
-    n = ucp_worker_progress(comm->world->worker);
+    n = nsp_ucx_progress_rank(comm->world->progress, comm->world->worker);
 
     if (idle != NULL) {
         *idle = n == 0;
@@ -598,6 +596,11 @@ static nsp_status_t ucx_open(ucx_world_t *w, int multi)
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) {
         return ucx_status(st, "ucp_config_read (check the UCX_* environment)");
+    }
+    /* A multi-threaded worker's lock: a mutex, not a spinlock (the rank and
+     * the progress thread share oversubscribed cores); UCX_USE_MT_MUTEX wins. */
+    if (multi && getenv("UCX_USE_MT_MUTEX") == NULL) {
+        ucp_config_modify(config, "USE_MT_MUTEX", "y");
     }
     memset(&params, 0, sizeof(params));
     params.field_mask        = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;

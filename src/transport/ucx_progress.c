@@ -24,6 +24,7 @@ struct nsp_ucx_progress {
     int          stop;   /* atomic: 1 asks the thread to end */
     int          busy;   /* atomic: requests in flight */
     int64_t      touched_ns; /* atomic: when the rank last progressed itself */
+    pthread_mutex_t lock;    /* held around every progress call of either thread */
     uint64_t     events; /* the thread's progress calls that moved something */
 };
 
@@ -48,8 +49,13 @@ static void *progress_main(void *arg)
         struct timespec nap = {0, IDLE_NS};
         if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) {
             nap.tv_nsec = POLL_NS;
+            unsigned n = 0;
             if (now_ns() - __atomic_load_n(&p->touched_ns, __ATOMIC_ACQUIRE) > HANDOFF_NS &&
-                ucp_worker_progress(p->worker) != 0) {
+                pthread_mutex_trylock(&p->lock) == 0) {
+                n = ucp_worker_progress(p->worker);
+                pthread_mutex_unlock(&p->lock);
+            }
+            if (n != 0) {
                 ++p->events;
                 continue;
             }
@@ -68,8 +74,10 @@ nsp_status_t nsp_ucx_progress_start(ucp_worker_h worker, nsp_ucx_progress_t **ou
         return nsp_error(NSP_ERR_NO_MEMORY, "ucx: no memory for the progress thread");
     }
     p->worker = worker;
-    rc        = pthread_create(&p->thread, NULL, progress_main, p);
+    pthread_mutex_init(&p->lock, NULL);
+    rc = pthread_create(&p->thread, NULL, progress_main, p);
     if (rc != 0) {
+        pthread_mutex_destroy(&p->lock);
         free(p);
         return nsp_error(NSP_ERR_BACKEND, "ucx: cannot start the progress thread: %s",
                          strerror(rc));
@@ -85,11 +93,19 @@ void nsp_ucx_progress_busy(nsp_ucx_progress_t *p, int delta)
     }
 }
 
-void nsp_ucx_progress_touch(nsp_ucx_progress_t *p)
+unsigned nsp_ucx_progress_rank(nsp_ucx_progress_t *p, ucp_worker_h worker)
 {
-    if (p != NULL) {
-        __atomic_store_n(&p->touched_ns, now_ns(), __ATOMIC_RELEASE);
+    unsigned n = 0;
+
+    if (p == NULL) {
+        return ucp_worker_progress(worker);
     }
+    __atomic_store_n(&p->touched_ns, now_ns(), __ATOMIC_RELEASE);
+    if (pthread_mutex_trylock(&p->lock) == 0) {
+        n = ucp_worker_progress(worker);
+        pthread_mutex_unlock(&p->lock);
+    }
+    return n;
 }
 
 void nsp_ucx_progress_stop(nsp_ucx_progress_t *p, uint64_t *events)
@@ -102,5 +118,6 @@ void nsp_ucx_progress_stop(nsp_ucx_progress_t *p, uint64_t *events)
     if (events != NULL) {
         *events = p->events;
     }
+    pthread_mutex_destroy(&p->lock);
     free(p);
 }

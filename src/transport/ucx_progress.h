@@ -5,7 +5,7 @@
  * rank busy in its attention kernel would leave the wire idle (socket buffers
  * hide a few MiB at most). The thread progresses the worker while requests
  * are in flight (nsp_ucx_progress_busy) and the rank is not progressing it
- * itself (nsp_ucx_progress_touch), and sleeps otherwise. The worker must
+ * itself (nsp_ucx_progress_rank), and sleeps otherwise. The worker must
  * be created with UCS_THREAD_MODE_MULTI.
  */
 #ifndef NSP_TRANSPORT_UCX_PROGRESS_H_
@@ -27,9 +27,13 @@ nsp_status_t nsp_ucx_progress_start(ucp_worker_h worker, nsp_ucx_progress_t **ou
  *  while the count is above 0. NULL p is a no-op. Thread-safe. */
 void nsp_ucx_progress_busy(nsp_ucx_progress_t *p, int delta);
 
-/** The rank progresses the worker itself now: the thread keeps away for a
- *  while (it progresses only while the rank computes). NULL p is a no-op. */
-void nsp_ucx_progress_touch(nsp_ucx_progress_t *p);
+/**
+ * The rank's own progress call: ucp_worker_progress(worker), unless the
+ * thread is inside one right now (then 0: it moves the bytes, and the rank
+ * does not wait for the worker's lock). Keeps the thread away for a while
+ * (it progresses only while the rank computes). NULL p: plain progress.
+ */
+unsigned nsp_ucx_progress_rank(nsp_ucx_progress_t *p, ucp_worker_h worker);
 
 /** Stop and join the thread, free p; *events (may be NULL) gets how many of
  *  its progress calls moved something. NULL p is a no-op. */

@@ -80,6 +80,13 @@ for k in 2 4; do
     sub "$k nodes: ring exchange (8, 6 and 4 ranks)" "$top_builddir/tests/comm/test_ring"
     sub "$k nodes x $per ranks: nested attention against the single-process reference" \
         "$top_builddir/tests/nested_attn/test_nested_attn_mp" 8
+    if [ "$k" = 2 ]; then
+        "$nc" exec -p "$P" hub "$top_builddir/perf/nsp_calibrate" --ranks 8 --bytes 65536 \
+            --reps 2 --out "$log.cal.json" >"$log.out" 2>"$log"
+        sed 's/^/#   /' "$log.out"
+        check "2 nodes: nsp_calibrate measures levels 2, 4 inside a node and 8 across" \
+            python3 "$top_srcdir/tests/netcluster/check_cluster.py" "$log.cal.json" 8 4
+    fi
     sub "$k nodes: an uplink taken down mid-exchange fails every rank in time" \
         "$top_builddir/tests/netcluster/test_nc_world" linkdown "$k" "${P}1h"
     left=$(for ns in $(ip netns list | awk '{print $1}' | grep "^$P"); do ip netns pids "$ns"; done)
@@ -90,6 +97,6 @@ for k in 2 4; do
 done
 "$nc" down -p "$P" >/dev/null 2>&1
 check "down twice is safe" "$nc" down -p "$P"
-rm -f "$log" "$log.out" "$log".rank.*
+rm -f "$log" "$log.out" "$log".rank.* "$log.cal.json"
 echo "1..$n"
 exit $fail
