@@ -4,7 +4,8 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libucx-dev ucx-utils libhwloc-dev hwloc
       libopenmpi-dev openmpi-bin
-      libglpk-dev coinor-libcbc-dev python3 locales)
+      libglpk-dev coinor-libcbc-dev python3 locales
+      iproute2)   # ip, tc: the namespace cluster (scripts/netcluster.sh)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
