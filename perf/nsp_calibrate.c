@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "nested_groups/tree.h"     /* nsp_tree_group_tp */
 #include "planner/cost.h"
+#include "planner/planner_io.h"
 #include "transport/request.h"      /* nsp_now_s */
 #include "transport/transport.h"
 
@@ -558,18 +559,7 @@ static nsp_status_t write_cluster(const cal_opts_t *o, const cal_result_t *r)
     nsp_json_begin_object(&w, NULL, 0);
     nsp_json_string(&w, "_comment", "Written by perf/nsp_calibrate (docs/calibration.md); bw in "
                     "the cost model's unit (bf16 elements); _from says where each key came from");
-    nsp_json_string(&w, "name", c->name);
-    nsp_json_int(&w, "ranks", c->ranks);
-    nsp_json_int(&w, "ranks_per_node", c->ranks_per_node);
-    nsp_json_double(&w, "mem_bytes", c->mem_bytes);
-    nsp_json_double(&w, "workspace_bytes", c->workspace_bytes);
-    nsp_json_double(&w, "gemm_flops", c->gemm_flops);
-    nsp_json_double(&w, "attn_flops", c->attn_flops);
-    nsp_json_double(&w, "bw_intra", c->bw_intra);
-    nsp_json_double(&w, "bw_inter", c->bw_inter);
-    nsp_json_double(&w, "lat_intra", c->lat_intra);
-    nsp_json_double(&w, "lat_inter", c->lat_inter);
-    nsp_json_double(&w, "overlap", c->overlap);
+    nsp_cluster_write_fields(&w, c);
     json_from(&w, o, r);
     json_levels(&w, r);
     nsp_json_end(&w);
