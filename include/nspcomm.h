@@ -365,6 +365,10 @@ void nsp_plan_free(nsp_plan_t *plan);
  *                        (UCX 1.13's shared-memory transports cannot report
  *                        peer failures); peer: UCX error handling for all
  *                        (on one host this forces tcp); none
+ *   NSPCOMM_PROGRESS_THREAD auto (default): a UCX world with ranks on other
+ *                        hosts owns a thread that progresses the worker
+ *                        while the rank computes (tcp moves bytes only then);
+ *                        on; off. The rank's own calls stay single-threaded.
  * UCX's own variables (UCX_TLS, UCX_NET_DEVICES, ...) are honoured.
  *
  * A communicator is driven by one thread at a time. Operations on it never
