@@ -12,11 +12,15 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define POLL_NS (20 * 1000)        /* in flight, nothing moved: 20 us */
 #define IDLE_NS (1000 * 1000)      /* nothing in flight: 1 ms */
 #define HANDOFF_NS (200 * 1000)    /* the rank progressed itself this recently: stay away */
+#define PROGRESS_NICE (-10)        /* the thread's nice value (the rank's stays) */
 
 struct nsp_ucx_progress {
     ucp_worker_h worker;
@@ -44,6 +48,13 @@ static int64_t now_ns(void)
 static void *progress_main(void *arg)
 {
     nsp_ucx_progress_t *p = arg;
+
+    /* Run before the computing threads when woken (it sleeps almost all the
+     * time): with more ranks than cores it would otherwise wait a whole
+     * time slice to move the next bytes. Needs CAP_SYS_NICE; else ignored. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), PROGRESS_NICE) != 0) {
+        NSP_DEBUG("ucx: progress thread keeps its priority (%s)", strerror(errno));
+    }
 
     while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
         struct timespec nap = {0, IDLE_NS};
