@@ -27,6 +27,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "planner/cost.h"
+#include "planner/planner_io.h"
 
 #include <errno.h>
 #include <math.h>
@@ -488,18 +489,7 @@ nsp_status_t demo_cluster_write(const char *path, const nsp_cluster_t *c,
              calib->kern_s[1], calib->kern_s[2], calib->kern_s[3], calib->xchg_large_bytes,
              calib->xchg_large_cpu_s - calib->xchg_small_cpu_s, calib->xchg_small_cpu_s);
     nsp_json_string(&w, "_measured", note);
-    nsp_json_string(&w, "name", c->name);
-    nsp_json_int(&w, "ranks", c->ranks);
-    nsp_json_int(&w, "ranks_per_node", c->ranks_per_node);
-    nsp_json_double(&w, "mem_bytes", c->mem_bytes);
-    nsp_json_double(&w, "workspace_bytes", c->workspace_bytes);
-    nsp_json_double(&w, "gemm_flops", c->gemm_flops);
-    nsp_json_double(&w, "attn_flops", c->attn_flops);
-    nsp_json_double(&w, "bw_intra", c->bw_intra);
-    nsp_json_double(&w, "bw_inter", c->bw_inter);
-    nsp_json_double(&w, "lat_intra", c->lat_intra);
-    nsp_json_double(&w, "lat_inter", c->lat_inter);
-    nsp_json_double(&w, "overlap", c->overlap);
+    nsp_cluster_write_fields(&w, c);
     nsp_json_end(&w);
     status = nsp_json_writer_finish(&w);
     fputc('\n', f);

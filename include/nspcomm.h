@@ -472,6 +472,10 @@ void nsp_plan_free(nsp_plan_t *plan);
  *                        NSPCOMM_TOKEN_FILE names a file holding it instead.
  *                        Without either the rendezvous listens on loopback
  *                        only (one host). See docs/security.md.
+ *   NSPCOMM_PROGRESS_THREAD auto (default): a UCX world with ranks on other
+ *                        hosts owns a thread that progresses the worker
+ *                        while the rank computes (tcp moves bytes only then);
+ *                        on; off. The rank's own calls stay single-threaded.
  * UCX's own variables (UCX_TLS, UCX_NET_DEVICES, ...) are honoured.
  *
  * A communicator is driven by one thread at a time. Operations on it never

@@ -11,3 +11,11 @@ perf_nsp_a2a_perf_LDADD += $(MPI_LIBS)
 endif
 endif
 dist_noinst_SCRIPTS += perf/a2a_compare.sh
+
+# perf/nsp_calibrate: measure a world, write the cluster file (docs/calibration.md).
+if NSP_COMM
+noinst_PROGRAMS += perf/nsp_calibrate
+perf_nsp_calibrate_SOURCES = perf/nsp_calibrate.c
+perf_nsp_calibrate_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
+perf_nsp_calibrate_LDADD = tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
+endif

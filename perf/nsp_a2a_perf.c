@@ -1242,7 +1242,8 @@ static int run_rank(perf_ctx_t *c)
                        "\"serial_over_pipelined_min\": %.4f, "
                        "\"levels_over_pipelined_min\": %.4f}\n}\n",
                     sum_bus[5] > 0 ? sum_bus[0] / sum_bus[5] : -1.0,
-                    isfinite(min_ratio_mpi) ? min_ratio_mpi : -1.0, pipe_vs_serial_min,
+                    isfinite(min_ratio_mpi) ? min_ratio_mpi : -1.0,
+                    isfinite(pipe_vs_serial_min) ? pipe_vs_serial_min : -1.0, /* no inf in JSON */
                     isfinite(pipe_vs_levels_min) ? pipe_vs_levels_min : -1.0);
             fclose(j);
         }

@@ -5,7 +5,8 @@ pkgs=(build-essential autoconf automake libtool pkg-config
       libucx-dev ucx-utils libhwloc-dev hwloc
       libopenmpi-dev openmpi-bin
       libglpk-dev coinor-libcbc-dev python3 python3-venv locales
-      libssl-dev clang-14 libclang-rt-14-dev)
+      libssl-dev clang-14 libclang-rt-14-dev
+      iproute2)   # ip, tc: the namespace cluster (scripts/netcluster.sh)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -2,11 +2,12 @@
 # export (a noinst convenience library, linked into those programs only):
 #   nsp_opt    the checked option parser (every number, size, choice, path)
 #   nsp_launch the fork launcher (tests/mp.c, examples/demo_launch.c, nsp_a2a_perf)
+#   nc_enter   a forked rank enters its node of a namespace cluster (NSP_NETCLUSTER)
 # It needs libnspcomm_planner (status and logging) beside it, and libnspcomm
 # for nsp_launch_make_uid (a file of its own).
 noinst_LTLIBRARIES += tools/libnsptools.la
 tools_libnsptools_la_SOURCES = tools/nsp_opt.c tools/nsp_opt.h tools/nsp_launch.c tools/nsp_launch.h \
-	tools/nsp_launch_uid.c
+	tools/nsp_launch_uid.c tools/nc_enter.c tools/nc_enter.h
 tools_libnsptools_la_CFLAGS = $(AM_CFLAGS)
 
 # The bad-input and fault tests of the tools (docs/reliability.md).

@@ -1,6 +1,7 @@
 /* The fork launcher of the tests, examples and perf tools; see nsp_launch.h. */
 #define _GNU_SOURCE
 #include "nsp_launch.h"
+#include "nc_enter.h"
 
 #include "common/log.h"
 
@@ -152,6 +153,19 @@ static void rank_signals(const launch_run_t *run, int rank)
     }
 }
 
+/* Under NSP_NETCLUSTER (scripts/netcluster.sh), move the rank into its
+ * node's namespaces (still single-threaded here); 0 or NOT_STARTED. */
+static int rank_enter_node(int rank, int nranks)
+{
+    char why[256];
+
+    if (nc_enter_node(rank, nranks, NULL, why, sizeof(why)) != 0) {
+        fprintf(stderr, "[rank %d] not started: %s\n", rank, why);
+        return NSP_LAUNCH_EXIT_NOT_STARTED;
+    }
+    return 0;
+}
+
 static void rank_main(const launch_run_t *run, pid_t parent, int rank)
 {
     const nsp_launch_t *l = run->l;
@@ -164,6 +178,9 @@ static void rank_main(const launch_run_t *run, pid_t parent, int rank)
     rank_stdout(l->out, rank);
     if (code == 0 && l->make != NULL) {
         code = rank_wait_gate(run, parent, rank);
+    }
+    if (code == 0) {
+        code = rank_enter_node(rank, l->nranks); /* NSP_NETCLUSTER: this rank's node */
     }
     if (code == 0) {
         code = l->fn(rank, l->nranks, l->arg);

@@ -20,6 +20,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NATTN_MAX_LEVELS   NSP_TREE_MAX_LEVELS
 #define NATTN_DEFAULT_SLICES 8
@@ -607,10 +608,15 @@ static nsp_status_t call_progress(void *ctx, int *idle)
 }
 
 /* Wait until level l of every xfer in xs[n] is done; wall time into wait_s. */
+/* Idle polls of a wait before it naps WAIT_NAP_NS between polls. */
+#define WAIT_SPINS  64
+#define WAIT_NAP_NS (50 * 1000)
+
 static nsp_status_t call_wait_level(nattn_call_t *c, nattn_xfer_t *const *xs, int n, int l)
 {
     double       t0 = nsp_now_s();
     nsp_status_t status = NSP_OK;
+    int          spins  = 0;
 
     for (;;) {
         int idle = 1, left = 0, idle2 = 1;
@@ -625,7 +631,12 @@ static nsp_status_t call_wait_level(nattn_call_t *c, nattn_xfer_t *const *xs, in
             break;
         }
         NSP_CHECK_GOTO(call_progress(c, &idle2), status, out);
-        if (idle && idle2) {
+        spins = idle && idle2 ? spins + 1 : 0;
+        if (spins > WAIT_SPINS) {
+            /* a long wait: sleep, or a spinning rank takes the core of a
+             * rank still computing (more ranks than cores) */
+            nanosleep(&(struct timespec){0, WAIT_NAP_NS}, NULL);
+        } else if (spins > 0) {
             sched_yield(); /* more ranks than cores: let the peers run */
         }
     }

@@ -370,6 +370,12 @@ void nsp_model_write_json(nsp_json_writer_t *w, const char *key, const nsp_model
 void nsp_cluster_write_json(nsp_json_writer_t *w, const char *key, const nsp_cluster_t *c)
 {
     nsp_json_begin_object(w, key, 1);
+    nsp_cluster_write_fields(w, c);
+    nsp_json_end(w);
+}
+
+void nsp_cluster_write_fields(nsp_json_writer_t *w, const nsp_cluster_t *c)
+{
     nsp_json_string(w, "name", c->name);
     nsp_json_int(w, "ranks", c->ranks);
     nsp_json_int(w, "ranks_per_node", c->ranks_per_node);
@@ -383,5 +389,4 @@ void nsp_cluster_write_json(nsp_json_writer_t *w, const char *key, const nsp_clu
     nsp_json_double(w, "lat_inter", c->lat_inter);
     nsp_json_double(w, "overlap", c->overlap);
     nsp_json_double(w, "round_fixed_s", c->round_fixed_s);
-    nsp_json_end(w);
 }

@@ -29,6 +29,9 @@ nsp_status_t nsp_cluster_from_json(const nsp_json_t *obj, const char *default_na
 
 /** Write a model / cluster as an inline object member `key` (NULL in arrays). */
 void nsp_model_write_json(nsp_json_writer_t *w, const char *key, const nsp_model_t *model);
+/* The cluster's keys into the object being written (for files that add
+ * their own notes beside them: perf/nsp_calibrate, the demo). */
+void nsp_cluster_write_fields(nsp_json_writer_t *w, const nsp_cluster_t *c);
 void nsp_cluster_write_json(nsp_json_writer_t *w, const char *key,
                             const nsp_cluster_t *cluster);
 

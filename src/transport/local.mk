@@ -13,6 +13,8 @@ libnspcomm_la_SOURCES += \
 	src/transport/rdv_client.c \
 	src/transport/bootstrap_oob.c \
 	src/transport/ucx.c \
+	src/transport/ucx_report.c \
+	src/transport/ucx_progress.c \
 	src/transport/comm.c
 noinst_HEADERS += \
 	src/transport/transport.h \
@@ -20,7 +22,9 @@ noinst_HEADERS += \
 	src/transport/bootstrap.h \
 	src/transport/rdv.h \
 	src/transport/rdv_wire.h \
-	src/transport/comm.h
+	src/transport/comm.h \
+	src/transport/ucx_report.h \
+	src/transport/ucx_progress.h
 # The rendezvous's HMAC-SHA256 (OpenSSL libcrypto).
 libnspcomm_la_CPPFLAGS += $(CRYPTO_CFLAGS)
 libnspcomm_la_LIBADD += $(CRYPTO_LIBS)

@@ -30,6 +30,8 @@
 #include "transport/transport.h"
 
 #include "common/log.h"
+#include "transport/ucx_progress.h"
+#include "transport/ucx_report.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -99,6 +101,8 @@ struct ucx_world {
     uint32_t      next_context; /* next free context id on this rank */
     ucx_region_t *regions;      /* live nsp_mem_alloc regions, newest first */
     uint32_t      next_region;  /* id of the next region */
+    int           abandoned;    /* 1: a request was freed with operations in flight */
+    nsp_ucx_progress_t *progress; /* progress thread (peers on other hosts), or NULL */
 };
 
 typedef struct ucx_comm {
@@ -164,13 +168,28 @@ static int ucx_is_peer_failure(ucs_status_t st)
     }
 }
 
+/* peer->failed is set by the error callback, which may run in the progress
+ * thread: read and set it atomically. */
+static ucs_status_t ucx_failed(const ucx_peer_t *peer)
+{
+    return __atomic_load_n(&peer->failed, __ATOMIC_ACQUIRE);
+}
+
+/* Set peer->failed to status if it is UCS_OK; 1 if this call set it. */
+static int ucx_set_failed(ucx_peer_t *peer, ucs_status_t status)
+{
+    ucs_status_t ok = UCS_OK;
+
+    return __atomic_compare_exchange_n(&peer->failed, &ok, status, 0, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+}
+
 static void ucx_on_peer_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     ucx_peer_t *peer = arg;
 
     (void)ep;
-    if (peer->failed == UCS_OK) {
-        peer->failed = status;
+    if (ucx_set_failed(peer, status)) {
         NSP_DEBUG("ucx: endpoint to world rank %d failed: %s", peer->rank,
                   ucs_status_string(status));
     }
@@ -246,9 +265,8 @@ static void ucx_check_liveness(ucx_req_t *req)
 {
     for (int i = 0; i < req->nops; ++i) {
         ucx_peer_t *peer = ucx_peer(req->comm, req->ops[i].peer);
-        if (!req->ops[i].done && peer->watch_pid && peer->failed == UCS_OK &&
-            ucx_pid_exited(peer->pid)) {
-            peer->failed = UCX_PEER_EXITED;
+        if (!req->ops[i].done && peer->watch_pid && ucx_failed(peer) == UCS_OK &&
+            ucx_pid_exited(peer->pid) && ucx_set_failed(peer, UCX_PEER_EXITED)) {
             NSP_DEBUG("ucx: world rank %d (pid %d) has exited", peer->rank, (int)peer->pid);
         }
     }
@@ -282,7 +300,7 @@ static nsp_status_t ucx_op_test(ucx_req_t *req, ucx_op_t *op)
         st = ucp_request_check_status(op->ucp_req);
     }
     if (st == UCS_INPROGRESS) {
-        ucs_status_t failed = ucx_peer(req->comm, op->peer)->failed;
+        ucs_status_t failed = ucx_failed(ucx_peer(req->comm, op->peer));
         return failed == UCS_OK ? NSP_INPROGRESS : ucx_op_failed(req, op, failed);
     }
     ucp_request_free(op->ucp_req);
@@ -297,7 +315,9 @@ static nsp_status_t ucx_op_test(ucx_req_t *req, ucx_op_t *op)
 static nsp_status_t ucx_req_test(nsp_request_t *base)
 {
     ucx_req_t   *req = (ucx_req_t *)base;
-    unsigned     n   = ucp_worker_progress(req->comm->world->worker);
+    unsigned     n;
+
+    n = nsp_ucx_progress_rank(req->comm->world->progress, req->comm->world->worker);
 
     base->idle = n == 0;
     if (base->idle) {
@@ -352,12 +372,17 @@ static void ucx_req_free(nsp_request_t *base)
     for (int i = 0; i < req->nops; ++i) {
         ucx_op_t *op = &req->ops[i];
         if (op->ucp_req != NULL) {
+            /* abandoned (e.g. after a timeout): close endpoints by force */
+            if (ucp_request_check_status(op->ucp_req) == UCS_INPROGRESS) {
+                req->comm->world->abandoned = 1;
+            }
             if (op->is_recv) {
                 ucp_request_cancel(req->comm->world->worker, op->ucp_req);
             }
             ucp_request_free(op->ucp_req);
         }
     }
+    nsp_ucx_progress_busy(req->comm->world->progress, -1);
     free(req);
 }
 
@@ -382,6 +407,7 @@ static nsp_status_t ucx_req_alloc(ucx_comm_t *comm, const char *what, uint32_t t
     req->what        = what;
     req->tag         = tag;
     req->last_done_t = -1.0;
+    nsp_ucx_progress_busy(comm->world->progress, +1);
     *out      = req;
     return NSP_OK;
 }
@@ -440,9 +466,9 @@ static nsp_status_t ucx_post_send(ucx_req_t *req, const void *buf, size_t bytes,
 
     op->peer  = dst;
     op->bytes = bytes;
-    if (peer->failed != UCS_OK) {
+    if (ucx_failed(peer) != UCS_OK) {
         op->done = 1;
-        return ucx_op_failed(req, op, peer->failed);
+        return ucx_op_failed(req, op, ucx_failed(peer));
     }
     memset(&param, 0, sizeof(param));
     r = ucp_tag_send_nbx(peer->ep, buf, bytes, ucx_tag(req->comm, req->comm->base.rank, req->tag),
@@ -540,7 +566,9 @@ err_free_req:
 static nsp_status_t ucx_progress(nsp_tp_comm_t *base, int *idle)
 {
     ucx_comm_t *comm = (ucx_comm_t *)base;
-    unsigned    n    = ucp_worker_progress(comm->world->worker);
+    unsigned    n;
+
+    n = nsp_ucx_progress_rank(comm->world->progress, comm->world->worker);
 
     if (idle != NULL) {
         *idle = n == 0;
@@ -557,7 +585,7 @@ static nsp_status_t ucx_status(ucs_status_t st, const char *call)
     return nsp_error(NSP_ERR_BACKEND, "ucx: %s failed: %s", call, ucs_status_string(st));
 }
 
-static nsp_status_t ucx_open(ucx_world_t *w)
+static nsp_status_t ucx_open(ucx_world_t *w, int multi)
 {
     ucp_config_t       *config;
     ucp_params_t        params;
@@ -568,6 +596,11 @@ static nsp_status_t ucx_open(ucx_world_t *w)
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) {
         return ucx_status(st, "ucp_config_read (check the UCX_* environment)");
+    }
+    /* A multi-threaded worker's lock: a mutex, not a spinlock (the rank and
+     * the progress thread share oversubscribed cores); UCX_USE_MT_MUTEX wins. */
+    if (multi && getenv("UCX_USE_MT_MUTEX") == NULL) {
+        ucp_config_modify(config, "USE_MT_MUTEX", "y");
     }
     memset(&params, 0, sizeof(params));
     params.field_mask        = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
@@ -580,13 +613,73 @@ static nsp_status_t ucx_open(ucx_world_t *w)
     }
     memset(&wparams, 0, sizeof(wparams));
     wparams.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+    wparams.thread_mode = multi ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SINGLE;
     st                  = ucp_worker_create(w->context, &wparams, &w->worker);
     if (st != UCS_OK) {
         ucp_cleanup(w->context);
         return ucx_status(st, "ucp_worker_create");
     }
     return NSP_OK;
+}
+
+/* 1 if the worker serializes calls from several threads itself. */
+static int ucx_worker_is_multi(ucp_worker_h worker)
+{
+    ucp_worker_attr_t attr;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+    return ucp_worker_query(worker, &attr) == UCS_OK && attr.thread_mode == UCS_THREAD_MODE_MULTI;
+}
+
+static void ucx_host_key(char key[UCX_HOST_KEY_BYTES]);
+
+/*
+ * NSPCOMM_PROGRESS_THREAD: auto (default: on when a peer is on another host,
+ * where tcp moves bytes only while someone progresses), on, off. Collective
+ * (an allgather of host keys) whatever the setting. *want = 1 for a thread.
+ */
+static nsp_status_t ucx_want_thread(nsp_bootstrap_t *bs, int *want)
+{
+    const char *text = getenv("NSPCOMM_PROGRESS_THREAD");
+    char        mine[UCX_HOST_KEY_BYTES];
+    char       *all = malloc((size_t)bs->nranks * UCX_HOST_KEY_BYTES);
+    nsp_status_t status;
+
+    if (all == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "ucx: no memory for %d host keys", bs->nranks);
+    }
+    ucx_host_key(mine);
+    status = nsp_bootstrap_allgather(bs, mine, all, UCX_HOST_KEY_BYTES);
+    *want  = 0;
+    for (int r = 0; status == NSP_OK && r < bs->nranks; ++r) {
+        *want |= memcmp(all + (size_t)r * UCX_HOST_KEY_BYTES, mine, UCX_HOST_KEY_BYTES) != 0;
+    }
+    free(all);
+    if (text != NULL && (strcmp(text, "on") == 0 || strcmp(text, "1") == 0)) {
+        *want = 1;
+    } else if (text != NULL && (strcmp(text, "off") == 0 || strcmp(text, "0") == 0)) {
+        *want = 0;
+    } else if (text != NULL && text[0] != '\0' && strcmp(text, "auto") != 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "NSPCOMM_PROGRESS_THREAD=%s: use auto, on or off",
+                         text);
+    }
+    return status;
+}
+
+/* Start the progress thread when wanted and the worker allows it. */
+static nsp_status_t ucx_start_thread(ucx_world_t *w, int want)
+{
+    if (!want) {
+        return NSP_OK;
+    }
+    if (!ucx_worker_is_multi(w->worker)) {
+        NSP_WARN("ucx: this UCX has no multi-threaded workers: no progress thread (tcp moves "
+                 "bytes only while the rank calls into nspcomm)");
+        return NSP_OK;
+    }
+    NSP_DEBUG("ucx: progress thread on");
+    return nsp_ucx_progress_start(w->worker, &w->progress);
 }
 
 /* This host as UCX sees it: hostname and kernel boot id (not the
@@ -747,14 +840,15 @@ static void ucx_close_endpoints(ucx_world_t *w, double timeout_s)
      * peers may still sit in UCX's protocol queues, and a flushing close
      * leaves them there, which UCX 1.13 asserts on in ucp_worker_destroy.
      * So once anything failed, force-close every endpoint that allows it. */
+    any_failed = w->abandoned; /* a timed-out request left sends queued */
     for (int r = 0; r < w->nranks; ++r) {
-        any_failed |= (w->peers[r].failed != UCS_OK);
+        any_failed |= (ucx_failed(&w->peers[r]) != UCS_OK);
     }
     for (int r = 0; r < w->nranks; ++r) {
         ucp_request_param_t param;
         void               *req;
         if (w->peers[r].ep == NULL ||
-            (w->peers[r].failed != UCS_OK && !w->peers[r].peer_mode)) {
+            (ucx_failed(&w->peers[r]) != UCS_OK && !w->peers[r].peer_mode)) {
             continue;
         }
         memset(&param, 0, sizeof(param));
@@ -812,6 +906,8 @@ static void ucx_world_free(ucx_world_t *w, double timeout_s)
         w->regions        = reg->next;
         ucx_region_release(w, reg);
     }
+    nsp_ucx_progress_stop(w->progress, NULL); /* before UCX is closed under it */
+    w->progress = NULL;
     if (w->peers != NULL) {
         ucx_close_endpoints(w, timeout_s);
     }
@@ -825,6 +921,23 @@ static void ucx_world_free(ucx_world_t *w, double timeout_s)
     free(w);
 }
 
+/* INFO: which UCX transports reach each peer (transport/ucx_report.c). */
+static void ucx_report(const ucx_world_t *w, int me)
+{
+    ucp_ep_h *eps  = calloc((size_t)w->nranks, sizeof(*eps));
+    int      *same = calloc((size_t)w->nranks, sizeof(*same));
+
+    if (eps != NULL && same != NULL && nsp_log_enabled(NSP_LOG_INFO)) {
+        for (int r = 0; r < w->nranks; ++r) {
+            eps[r]  = w->peers[r].ep;
+            same[r] = w->peers[r].same_host;
+        }
+        nsp_ucx_report(me, w->nranks, eps, same);
+    }
+    free(eps);
+    free(same);
+}
+
 static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t *params,
                                      nsp_tp_comm_t **out)
 {
@@ -833,6 +946,7 @@ static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t 
     char        *table  = NULL;
     size_t       stride = 0;
     nsp_status_t status;
+    int          thread = 0;
 
     if (bs->nranks > UCX_MAX_RANKS) {
         return nsp_error(NSP_ERR_INVALID_ARG, "ucx: %d ranks; the UCX backend supports at most %d",
@@ -852,7 +966,8 @@ static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t 
         status = nsp_error(NSP_ERR_NO_MEMORY, "ucx: no memory for %d peers", bs->nranks);
         goto err_free_comm;
     }
-    NSP_CHECK_GOTO(ucx_open(w), status, err_free_comm);
+    NSP_CHECK_GOTO(ucx_want_thread(bs, &thread), status, err_free_comm);
+    NSP_CHECK_GOTO(ucx_open(w, thread), status, err_free_comm);
     NSP_CHECK_GOTO(ucx_exchange_addresses(w, bs, &table, &stride), status, err_free_world);
     NSP_CHECK_GOTO(ucx_connect(w, bs->rank, table, stride), status, err_free_world);
     comm->base.ops         = ucx_ops();
@@ -866,6 +981,9 @@ static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t 
     /* Wire every endpoint up now and prove all ranks reached this point. */
     NSP_CHECK_GOTO(nsp_tp_barrier_by_alltoallv(&comm->base), status, err_free_world);
     free(table);
+    table = NULL;
+    ucx_report(w, bs->rank);
+    NSP_CHECK_GOTO(ucx_start_thread(w, thread), status, err_free_world);
     NSP_DEBUG("ucx: world of %d ranks up (rank %d, address %zu bytes)", w->nranks, bs->rank,
               stride);
     *out = &comm->base;

@@ -1,0 +1,789 @@
+/*
+ * nsp_calibrate: measure a world and write the cluster file the planner loads
+ * (nsp_cluster_load), every key with the measurement it came from
+ * (docs/calibration.md).
+ *
+ * On any world: --ranks N forks N local ranks (each enters its node when
+ * NSP_NETCLUSTER names a namespace cluster, scripts/netcluster.sh); without
+ * --ranks every process is one rank of a launcher (mpirun, srun, or
+ * NSPCOMM_ROOT/RANK/NRANKS). It measures
+ *  - per tree level (degree d; 1..G inside a node, 2G.. across): the time of
+ *    an all-to-all of every group of the level at once, tiny (latency) and
+ *    large (bandwidth: bytes a rank sends to its d-1 peers per second), the
+ *    slowest rank of each repetition, median over repetitions;
+ *  - the attention kernel in use (the reference kernel): fwd + bwd thread CPU
+ *    time per sequence fitted to a*s + b*s^2 (R_attn = 7 n_q D / b);
+ *  - the GEMM rate (a blocked float32 GEMM), or with --gemm kernel the
+ *    kernel's per-token term a standing for the linear layers (runs with no
+ *    linear layers, like the demo);
+ *  - the overlap efficiency eta: the top level's large all-to-all posted,
+ *    the kernel run meanwhile, against each alone:
+ *    eta = (T_comm + T_comp - T_both) / min(T_comm, T_comp), in [0, 1].
+ */
+#include "nc_enter.h"
+#include "nspcomm.h"
+
+#include "attn_sp/ring_attn.h"      /* nsp_thread_cpu_s */
+#include "common/json.h"
+#include "common/log.h"
+#include "nested_groups/tree.h"     /* nsp_tree_group_tp */
+#include "planner/cost.h"
+#include "planner/planner_io.h"
+#include "transport/request.h"      /* nsp_now_s */
+#include "transport/transport.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CAL_MAX_LEVELS 16
+#define CAL_MAX_REPS   32
+#define CAL_NLENS      4
+#define CAL_SMALL      64 /* bytes per peer of the latency exchange */
+
+typedef struct cal_opts {
+    int         ranks;      /* 0: launched by mpirun/srun/NSPCOMM_* */
+    const char *out;
+    const char *name;
+    int         q_heads, kv_heads, head_dim;
+    int         elem_bytes; /* bytes per element of the runs the file is for */
+    int         gemm_kernel;
+    size_t      bytes;      /* per peer, the bandwidth exchange */
+    int         reps;
+    double      mem_bytes;
+} cal_opts_t;
+
+/* What every rank measures; rank 0 gathers them. Times in seconds. */
+typedef struct cal_rank {
+    int    node, local_size, nnodes, nlevels;
+    int    degree[CAL_MAX_LEVELS];
+    double small[CAL_MAX_LEVELS][CAL_MAX_REPS], large[CAL_MAX_LEVELS][CAL_MAX_REPS];
+    double comm_s[CAL_MAX_REPS], comp_s[CAL_MAX_REPS], both_s[CAL_MAX_REPS]; /* overlap, wall */
+    int    scratch[256];           /* room for one int per rank (an allgather) */
+} cal_rank_t;
+
+/* Rank 0's own extra measurements. */
+typedef struct cal_kernel {
+    int64_t len[CAL_NLENS];
+    double  fwd_bwd_s[CAL_NLENS]; /* thread CPU, best of 3, for `tokens` tokens */
+    int64_t tokens;
+    double  a, b;                 /* t(s) = a s + b s^2 per sequence */
+    double  gemm_flops, gemm_n;
+} cal_kernel_t;
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Median of v[n] (sorted in place). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- the kernel -------------------------------------------------------- */
+
+/* Attention buffers of T tokens ([T][heads][D] float32). */
+typedef struct cal_bufs {
+    float  *q, *k, *v, *o, *dout, *dq, *dk, *dv, *lse;
+    int64_t *cu;
+} cal_bufs_t;
+
+static void bufs_free(cal_bufs_t *b)
+{
+    free(b->q), free(b->k), free(b->v), free(b->o), free(b->dout);
+    free(b->dq), free(b->dk), free(b->dv), free(b->lse), free(b->cu);
+    memset(b, 0, sizeof(*b));
+}
+
+static nsp_status_t bufs_alloc(const nsp_attn_params_t *a, int64_t s, int n, cal_bufs_t *b)
+{
+    size_t T = (size_t)n * (size_t)s, wq = T * (size_t)a->q_heads * (size_t)a->head_dim;
+    size_t wk = T * (size_t)a->kv_heads * (size_t)a->head_dim;
+
+    memset(b, 0, sizeof(*b));
+    b->q = calloc(wq, 4), b->o = calloc(wq, 4), b->dout = calloc(wq, 4), b->dq = calloc(wq, 4);
+    b->k = calloc(wk, 4), b->v = calloc(wk, 4), b->dk = calloc(wk, 4), b->dv = calloc(wk, 4);
+    b->lse = calloc(T * (size_t)a->q_heads, 4);
+    b->cu  = calloc((size_t)n + 1, sizeof(int64_t));
+    if (!b->q || !b->o || !b->dout || !b->dq || !b->k || !b->v || !b->dk || !b->dv || !b->lse ||
+        !b->cu) {
+        bufs_free(b);
+        return nsp_error(NSP_ERR_NO_MEMORY, "calibrate: no memory for %zu tokens", T);
+    }
+    for (size_t i = 0; i < wq; ++i) {
+        b->q[i] = b->dout[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    }
+    for (size_t i = 0; i < wk; ++i) {
+        b->k[i] = b->v[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
+    }
+    for (int i = 0; i <= n; ++i) {
+        b->cu[i] = (int64_t)i * s;
+    }
+    return NSP_OK;
+}
+
+static nsp_status_t kernel_run(const nsp_attn_params_t *a, int n, cal_bufs_t *b)
+{
+    NSP_CHECK(nsp_attn_fwd(a, n, b->cu, b->q, b->k, b->v, b->o, b->lse));
+    return nsp_attn_bwd(a, n, b->cu, b->q, b->k, b->v, b->o, b->lse, b->dout, b->dq, b->dk,
+                        b->dv);
+}
+
+/* Best thread CPU of fwd + bwd over `tokens` tokens in sequences of s. */
+static nsp_status_t kernel_time(const nsp_attn_params_t *a, int64_t s, int64_t tokens,
+                                double *best)
+{
+    int          n = (int)(tokens / s);
+    cal_bufs_t   b;
+    nsp_status_t status = NSP_OK;
+
+    NSP_CHECK(bufs_alloc(a, s, n, &b));
+    *best = INFINITY;
+    for (int rep = 0; rep < 3 && status == NSP_OK; ++rep) {
+        double t0 = nsp_thread_cpu_s();
+        status    = kernel_run(a, n, &b);
+        *best     = fmin(*best, nsp_thread_cpu_s() - t0);
+    }
+    bufs_free(&b);
+    return status;
+}
+
+/* Fit t/T = a + b s (weights 1/y^2: least squares on the relative error). */
+static nsp_status_t kernel_fit(const nsp_attn_params_t *a, cal_kernel_t *k)
+{
+    static const int64_t len[CAL_NLENS] = {64, 256, 1024, 2048};
+    double               sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, det;
+
+    k->tokens = 4096;
+    for (int i = 0; i < CAL_NLENS; ++i) {
+        double y, w;
+        NSP_CHECK(kernel_time(a, len[i], k->tokens, &k->fwd_bwd_s[i]));
+        k->len[i] = len[i];
+        y = k->fwd_bwd_s[i] / (double)k->tokens;
+        w = 1.0 / (y * y);
+        sw += w, sx += w * (double)len[i], sy += w * y;
+        sxx += w * (double)len[i] * (double)len[i], sxy += w * (double)len[i] * y;
+    }
+    det  = sw * sxx - sx * sx;
+    k->b = det > 0 ? (sw * sxy - sx * sy) / det : 0.0;
+    k->a = fmax(0.0, (sy - k->b * sx) / sw);
+    if (!(k->b > 0)) {
+        return nsp_error(NSP_ERR_INTERNAL, "calibrate: the kernel's time per token does not grow "
+                         "with the length (%.3g s at %lld, %.3g s at %lld): overloaded machine?",
+                         k->fwd_bwd_s[0], (long long)len[0], k->fwd_bwd_s[CAL_NLENS - 1],
+                         (long long)len[CAL_NLENS - 1]);
+    }
+    return NSP_OK;
+}
+
+/* A blocked float32 GEMM C += A B of n x n: FLOP/s of thread CPU, best of 3. */
+static nsp_status_t gemm_rate(int n, double *flops)
+{
+    float *A = calloc((size_t)n * n, 4), *B = calloc((size_t)n * n, 4);
+    float *C = calloc((size_t)n * n, 4);
+    double best = INFINITY;
+
+    if (A == NULL || B == NULL || C == NULL) {
+        free(A), free(B), free(C);
+        return nsp_error(NSP_ERR_NO_MEMORY, "calibrate: no memory for a GEMM of %d", n);
+    }
+    for (int i = 0; i < n * n; ++i) {
+        A[i] = (float)(i % 7) * 0.1f, B[i] = (float)(i % 5) * 0.1f;
+    }
+    for (int rep = 0; rep < 3; ++rep) {
+        double t0 = nsp_thread_cpu_s();
+        for (int i = 0; i < n; ++i) {
+            for (int p = 0; p < n; ++p) { /* i-p-j: the inner loop vectorizes */
+                float a = A[(size_t)i * n + p];
+                for (int j = 0; j < n; ++j) {
+                    C[(size_t)i * n + j] += a * B[(size_t)p * n + j];
+                }
+            }
+        }
+        best = fmin(best, nsp_thread_cpu_s() - t0);
+    }
+    *flops = 2.0 * n * n * (double)n / best;
+    free(A), free(B), free(C);
+    return NSP_OK;
+}
+
+/* ---- the exchanges ----------------------------------------------------- */
+
+typedef struct cal_a2a {
+    size_t *counts, *displs;
+    char   *send, *recv;
+    int     d;
+} cal_a2a_t;
+
+static void a2a_free(cal_a2a_t *x)
+{
+    free(x->counts), free(x->displs), free(x->send), free(x->recv);
+}
+
+static nsp_status_t a2a_alloc(int d, size_t bytes, cal_a2a_t *x)
+{
+    x->d      = d;
+    x->counts = calloc((size_t)d, sizeof(size_t));
+    x->displs = calloc((size_t)d, sizeof(size_t));
+    x->send   = malloc((size_t)d * bytes);
+    x->recv   = malloc((size_t)d * bytes);
+    if (!x->counts || !x->displs || !x->send || !x->recv) {
+        a2a_free(x);
+        return nsp_error(NSP_ERR_NO_MEMORY, "calibrate: no memory for %d x %zu bytes", d, bytes);
+    }
+    memset(x->send, 1, (size_t)d * bytes);
+    return NSP_OK;
+}
+
+static void a2a_args(cal_a2a_t *x, size_t bytes, nsp_tp_alltoallv_t *args)
+{
+    for (int j = 0; j < x->d; ++j) {
+        x->counts[j] = bytes;
+        x->displs[j] = (size_t)j * bytes;
+    }
+    args->sendbuf = x->send, args->sendcounts = x->counts, args->sdispls = x->displs;
+    args->recvbuf = x->recv, args->recvcounts = x->counts, args->rdispls = x->displs;
+}
+
+/* The level-l group of this rank as a transport communicator. */
+static nsp_status_t level_tp(nsp_tree_t *tree, int l, nsp_tp_comm_t **tp, int *d)
+{
+    int rank0;
+
+    NSP_CHECK(nsp_tree_degree(tree, l, d));
+    NSP_CHECK(nsp_tree_group(tree, l, &rank0, NULL));
+    return nsp_tree_group_tp(tree, *d, rank0, tp);
+}
+
+/* One timed all-to-all of `bytes` per peer on every group of level l. */
+static nsp_status_t a2a_once(nsp_comm_t *world, nsp_tree_t *tree, int l, size_t bytes,
+                             cal_a2a_t *x, uint32_t tag, double *s)
+{
+    nsp_tp_comm_t     *tp;
+    nsp_tp_alltoallv_t args;
+    int                d;
+    double             t0;
+
+    NSP_CHECK(level_tp(tree, l, &tp, &d));
+    a2a_args(x, bytes, &args);
+    NSP_CHECK(nsp_comm_barrier(world));
+    t0 = nsp_now_s();
+    NSP_CHECK(nsp_tp_alltoallv(tp, &args, tag));
+    *s = nsp_now_s() - t0;
+    return NSP_OK;
+}
+
+static nsp_status_t measure_levels(nsp_comm_t *world, nsp_tree_t *tree, const cal_opts_t *o,
+                                   cal_rank_t *me)
+{
+    nsp_status_t status = NSP_OK;
+
+    nsp_tree_nlevels(tree, &me->nlevels);
+    me->nlevels = me->nlevels < CAL_MAX_LEVELS ? me->nlevels : CAL_MAX_LEVELS;
+    for (int l = 0; l < me->nlevels && status == NSP_OK; ++l) {
+        cal_a2a_t x;
+        nsp_tree_degree(tree, l, &me->degree[l]);
+        if (me->degree[l] < 2) {
+            continue;
+        }
+        NSP_CHECK(a2a_alloc(me->degree[l], o->bytes, &x));
+        for (int r = -1; r < o->reps && status == NSP_OK; ++r) { /* r = -1: warm-up */
+            double s = 0, t = 0;
+            status = a2a_once(world, tree, l, CAL_SMALL, &x, 0x700000u + (uint32_t)l, &s);
+            if (status == NSP_OK) {
+                status = a2a_once(world, tree, l, o->bytes, &x, 0x710000u + (uint32_t)l, &t);
+            }
+            if (r >= 0) {
+                me->small[l][r] = s, me->large[l][r] = t;
+            }
+        }
+        a2a_free(&x);
+    }
+    return status;
+}
+
+/* Kernel alone, top-level exchange alone, both at once (wall, this rank).
+ * The kernel runs n sequences of 256 tokens, n chosen on rank 0 so that it
+ * takes about as long as the exchange alone (where overlap matters most). */
+static nsp_status_t measure_overlap(nsp_comm_t *world, nsp_tree_t *tree, const cal_opts_t *o,
+                                    const nsp_attn_params_t *a, cal_rank_t *me)
+{
+    int                top = me->nlevels - 1, d, n = 1;
+    nsp_tp_comm_t     *tp;
+    nsp_tp_alltoallv_t args;
+    nsp_request_t     *req = NULL;
+    cal_a2a_t          x;
+    cal_bufs_t         b;
+    double             t0, one;
+    nsp_status_t       status;
+
+    if (top < 1) {
+        return NSP_OK;
+    }
+    NSP_CHECK(level_tp(tree, top, &tp, &d));
+    NSP_CHECK(a2a_alloc(d, o->bytes, &x));
+    NSP_CHECK_GOTO(bufs_alloc(a, 256, 64, &b), status, out_a2a);
+    a2a_args(&x, o->bytes, &args);
+    NSP_CHECK_GOTO(a2a_once(world, tree, top, o->bytes, &x, 0x720000u, &one), status, out);
+    t0 = nsp_now_s();
+    NSP_CHECK_GOTO(kernel_run(a, 1, &b), status, out);
+    n = (int)fmin(64.0, fmax(1.0, round(one / fmax(nsp_now_s() - t0, 1e-6))));
+    NSP_CHECK_GOTO(nsp_comm_allgather(world, &n, me->scratch, sizeof(int)), status, out);
+    n = me->scratch[0]; /* rank 0's choice, the same everywhere */
+    for (int r = 0; r < o->reps; ++r) {
+        NSP_CHECK_GOTO(nsp_comm_barrier(world), status, out);
+        t0 = nsp_now_s();
+        NSP_CHECK_GOTO(kernel_run(a, n, &b), status, out);
+        me->comp_s[r] = nsp_now_s() - t0;
+        NSP_CHECK_GOTO(a2a_once(world, tree, top, o->bytes, &x, 0x720000u, &me->comm_s[r]),
+                       status, out);
+        NSP_CHECK_GOTO(nsp_comm_barrier(world), status, out);
+        t0 = nsp_now_s();
+        NSP_CHECK_GOTO(tp->ops->alltoallv_post(tp, &args, 0x730000u, NULL, &req), status, out);
+        NSP_CHECK_GOTO(kernel_run(a, n, &b), status, out);
+        status = nsp_request_wait(req);
+        nsp_request_free(req);
+        req            = NULL;
+        me->both_s[r] = nsp_now_s() - t0;
+        NSP_CHECK_GOTO(status, status, out);
+    }
+out:
+    nsp_request_free(req);
+    bufs_free(&b);
+out_a2a:
+    a2a_free(&x);
+    return status;
+}
+
+/* ---- results ----------------------------------------------------------- */
+
+/* One level's figures: the slowest rank of each repetition, median. */
+typedef struct cal_level {
+    int    degree, across; /* across: the level spans nodes */
+    double lat_s, large_s, bw;
+} cal_level_t;
+
+typedef struct cal_result {
+    cal_level_t  level[CAL_MAX_LEVELS];
+    int          nlevels, ranks, per_node, nnodes, intra, inter; /* intra/inter: level index or -1 */
+    double       comm_s, comp_s, both_s, eta;
+    cal_kernel_t k;
+    nsp_cluster_t c;
+} cal_result_t;
+
+/* Median over repetitions of the slowest rank's value of the [reps] array at
+ * byte offset `field` of cal_rank_t. */
+static double slowest_median(const cal_opts_t *o, const cal_rank_t *all, int nranks,
+                             size_t field)
+{
+    double v[CAL_MAX_REPS];
+
+    for (int rep = 0; rep < o->reps; ++rep) {
+        v[rep] = 0;
+        for (int k = 0; k < nranks; ++k) {
+            const double *x = (const double *)(const void *)((const char *)&all[k] + field);
+            v[rep]          = fmax(v[rep], x[rep]);
+        }
+    }
+    return median(v, o->reps);
+}
+
+static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks, cal_result_t *r)
+{
+    r->nlevels = all[0].nlevels, r->per_node = all[0].local_size, r->nnodes = all[0].nnodes;
+    r->intra = r->inter = -1;
+    for (int l = 0; l < r->nlevels; ++l) {
+        cal_level_t *L = &r->level[l];
+        double       s[CAL_MAX_REPS], t[CAL_MAX_REPS];
+        L->degree = all[0].degree[l];
+        L->across = L->degree > r->per_node;
+        if (L->degree < 2) {
+            continue;
+        }
+        for (int rep = 0; rep < o->reps; ++rep) {
+            s[rep] = t[rep] = 0;
+            for (int k = 0; k < nranks; ++k) {
+                s[rep] = fmax(s[rep], all[k].small[l][rep]);
+                t[rep] = fmax(t[rep], all[k].large[l][rep]);
+            }
+        }
+        L->lat_s   = median(s, o->reps);
+        L->large_s = median(t, o->reps);
+        /* bytes a rank sends to its d-1 peers, per second beyond the latency,
+         * in the cost model's unit (bf16 elements: 2 bytes) */
+        L->bw = (L->degree - 1.0) * (double)(o->bytes - CAL_SMALL) /
+                fmax(L->large_s - L->lat_s, 1e-9) * (NSP_COST_DTYPE_BYTES / (double)o->elem_bytes);
+        if (!L->across) {
+            r->intra = l;
+        } else {
+            r->inter = l; /* the top level: every rank's peers on every node */
+        }
+    }
+    r->comm_s = slowest_median(o, all, nranks, offsetof(cal_rank_t, comm_s));
+    r->comp_s = slowest_median(o, all, nranks, offsetof(cal_rank_t, comp_s));
+    r->both_s = slowest_median(o, all, nranks, offsetof(cal_rank_t, both_s));
+    r->eta = (r->comm_s + r->comp_s - r->both_s) / fmax(fmin(r->comm_s, r->comp_s), 1e-9);
+    r->eta = fmin(1.0, fmax(0.0, r->eta));
+}
+
+/* The demo's one-attention-layer model (examples/demo_calib.c). */
+static void attn_model(const cal_opts_t *o, nsp_model_t *m)
+{
+    memset(m, 0, sizeof(*m));
+    snprintf(m->name, sizeof(m->name), "attn-%d-%d-%d", o->q_heads, o->kv_heads, o->head_dim);
+    m->layers = 1, m->hidden = o->q_heads * o->head_dim, m->ffn = m->hidden;
+    m->q_heads = o->q_heads, m->kv_heads = o->kv_heads, m->head_dim = o->head_dim;
+    m->params = (double)m->hidden * (2.0 * o->q_heads + 2.0 * o->kv_heads) * o->head_dim;
+}
+
+static nsp_status_t fill_cluster(const cal_opts_t *o, cal_result_t *r)
+{
+    nsp_cluster_t *c = &r->c;
+    int            li = r->intra >= 0 ? r->intra : r->inter;
+    int            lx = r->inter >= 0 ? r->inter : r->intra;
+
+    memset(c, 0, sizeof(*c));
+    snprintf(c->name, sizeof(c->name), "%s", o->name);
+    c->ranks = r->ranks, c->ranks_per_node = r->per_node;
+    c->mem_bytes  = o->mem_bytes > 0 ? o->mem_bytes
+                  : (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / r->per_node;
+    c->attn_flops = 7.0 * o->q_heads * o->head_dim / r->k.b;
+    c->gemm_flops = r->k.gemm_flops;
+    if (o->gemm_kernel) {
+        nsp_model_t m;
+        nsp_cost_t  cost;
+        nsp_cluster_t tmp = {.ranks = 1, .ranks_per_node = 1, .mem_bytes = 1e18,
+                             .gemm_flops = 1e12, .attn_flops = 1e12, .bw_intra = 1e9,
+                             .bw_inter = 1e9};
+        attn_model(o, &m);
+        NSP_CHECK(nsp_cost_init(&cost, &m, &tmp));
+        c->gemm_flops = r->k.a > 0 ? cost.lin_flops_per_token / r->k.a : 1e30;
+    }
+    if (li < 0) { /* one rank: no exchange at all */
+        c->bw_intra = c->bw_inter = 1e30;
+    } else {
+        c->bw_intra = r->level[li].bw, c->lat_intra = r->level[li].lat_s;
+        c->bw_inter = r->level[lx].bw, c->lat_inter = r->level[lx].lat_s;
+    }
+    c->overlap = r->eta;
+    return NSP_OK;
+}
+
+static void json_from(nsp_json_writer_t *w, const cal_opts_t *o, const cal_result_t *r)
+{
+    char text[512];
+    int  li = r->intra >= 0 ? r->intra : r->inter, lx = r->inter >= 0 ? r->inter : r->intra;
+
+    nsp_json_begin_object(w, "_from", 0);
+    snprintf(text, sizeof(text), "%d ranks, %d per node (host identity), %d nodes", r->ranks,
+             r->per_node, r->nnodes);
+    nsp_json_string(w, "ranks_per_node", text);
+    snprintf(text, sizeof(text), "7 n_q D / b of the kernel fit t(s) = a s + b s^2 (thread CPU "
+             "of fwd+bwd, b = %.4g s)", r->k.b);
+    nsp_json_string(w, "attn_flops", text);
+    snprintf(text, sizeof(text), o->gemm_kernel ? "the kernel's per-token term a = %.4g s "
+             "standing for the linear layers" : "blocked float32 GEMM of %.0f (thread CPU)",
+             o->gemm_kernel ? r->k.a : r->k.gemm_n);
+    nsp_json_string(w, "gemm_flops", text);
+    for (int x = 0; x < 2 && li >= 0; ++x) {
+        const cal_level_t *L = &r->level[x ? lx : li];
+        snprintf(text, sizeof(text), "all-to-all of degree %d (%s), %zu bytes per peer: median "
+                 "%.4g s (slowest rank) beyond %.4g s for %d bytes, %d reps, x %d/%d bytes",
+                 L->degree, L->across ? "across nodes" : "inside a node", o->bytes, L->large_s,
+                 L->lat_s, CAL_SMALL, o->reps, (int)NSP_COST_DTYPE_BYTES, o->elem_bytes);
+        nsp_json_string(w, x ? "bw_inter" : "bw_intra", text);
+        snprintf(text, sizeof(text), "all-to-all of degree %d, %d bytes per peer: median %.4g s",
+                 L->degree, CAL_SMALL, L->lat_s);
+        nsp_json_string(w, x ? "lat_inter" : "lat_intra", text);
+    }
+    snprintf(text, sizeof(text), "top level's all-to-all %.4g s and the kernel %.4g s alone, "
+             "%.4g s together: (comm + comp - both) / min", r->comm_s, r->comp_s, r->both_s);
+    nsp_json_string(w, "overlap", text);
+    nsp_json_end(w);
+}
+
+static void json_levels(nsp_json_writer_t *w, const cal_result_t *r)
+{
+    nsp_json_begin_array(w, "_levels", 0);
+    for (int l = 0; l < r->nlevels; ++l) {
+        const cal_level_t *L = &r->level[l];
+        if (L->degree < 2) {
+            continue;
+        }
+        nsp_json_begin_object(w, NULL, 1);
+        nsp_json_int(w, "degree", L->degree);
+        nsp_json_string(w, "where", L->across ? "across nodes" : "inside a node");
+        nsp_json_double(w, "lat_s", L->lat_s);
+        nsp_json_double(w, "large_s", L->large_s);
+        nsp_json_double(w, "bw", L->bw);
+        nsp_json_end(w);
+    }
+    nsp_json_end(w);
+    nsp_json_begin_object(w, "_kernel", 0);
+    nsp_json_int(w, "tokens", r->k.tokens);
+    nsp_json_begin_array(w, "lengths", 1);
+    for (int i = 0; i < CAL_NLENS; ++i) {
+        nsp_json_int(w, NULL, r->k.len[i]);
+    }
+    nsp_json_end(w);
+    nsp_json_begin_array(w, "fwd_bwd_s", 1);
+    for (int i = 0; i < CAL_NLENS; ++i) {
+        nsp_json_double(w, NULL, r->k.fwd_bwd_s[i]);
+    }
+    nsp_json_end(w);
+    nsp_json_double(w, "a_s_per_token", r->k.a);
+    nsp_json_double(w, "b_s_per_token2", r->k.b);
+    nsp_json_end(w);
+}
+
+static nsp_status_t write_cluster(const cal_opts_t *o, const cal_result_t *r)
+{
+    const nsp_cluster_t *c = &r->c;
+    FILE                *f = fopen(o->out, "w");
+    nsp_json_writer_t    w;
+    nsp_status_t         status;
+
+    if (f == NULL) {
+        return nsp_error(NSP_ERR_IO, "cannot write %s: %s (--out)", o->out, strerror(errno));
+    }
+    nsp_json_writer_init(&w, f, 2);
+    nsp_json_begin_object(&w, NULL, 0);
+    nsp_json_string(&w, "_comment", "Written by perf/nsp_calibrate (docs/calibration.md); bw in "
+                    "the cost model's unit (bf16 elements); _from says where each key came from");
+    nsp_cluster_write_fields(&w, c);
+    json_from(&w, o, r);
+    json_levels(&w, r);
+    nsp_json_end(&w);
+    status = nsp_json_writer_finish(&w);
+    fputc('\n', f);
+    if (fclose(f) != 0 && status == NSP_OK) {
+        status = nsp_error(NSP_ERR_IO, "cannot write %s: %s", o->out, strerror(errno));
+    }
+    return status;
+}
+
+static void print_result(const cal_opts_t *o, const cal_result_t *r)
+{
+    printf("# nsp_calibrate: %d ranks, %d per node, %d nodes; %zu bytes per peer, %d reps\n",
+           r->ranks, r->per_node, r->nnodes, o->bytes, o->reps);
+    printf("# %6s  %-13s  %10s  %10s  %12s\n", "degree", "where", "lat_us", "large_ms",
+           "bw_GB/s");
+    for (int l = 0; l < r->nlevels; ++l) {
+        const cal_level_t *L = &r->level[l];
+        if (L->degree >= 2) {
+            printf("  %6d  %-13s  %10.1f  %10.3f  %12.4f\n", L->degree,
+                   L->across ? "across nodes" : "inside a node", L->lat_s * 1e6,
+                   L->large_s * 1e3, L->bw / 1e9);
+        }
+    }
+    printf("# kernel fwd+bwd: t(s) = %.4g s + %.4g s^2 per sequence -> attn_flops %.4g; "
+           "gemm_flops %.4g\n", r->k.a, r->k.b, r->c.attn_flops, r->c.gemm_flops);
+    printf("# overlap: comm %.2f ms, comp %.2f ms, both %.2f ms -> eta %.2f\n", r->comm_s * 1e3,
+           r->comp_s * 1e3, r->both_s * 1e3, r->eta);
+}
+
+/* Rank 0: gather, fit, write, and load the file back as the planner would. */
+static nsp_status_t finish(const cal_opts_t *o, const cal_rank_t *all, int nranks,
+                           cal_result_t *r)
+{
+    nsp_cluster_t back;
+
+    r->ranks = nranks;
+    reduce_levels(o, all, nranks, r);
+    NSP_CHECK(fill_cluster(o, r));
+    NSP_CHECK(write_cluster(o, r));
+    print_result(o, r);
+    NSP_CHECK(nsp_cluster_load(o->out, &back));
+    printf("# wrote %s; nsp_cluster_load reads it back: %s, %d ranks, %d per node, bw intra "
+           "%.4g inter %.4g, overlap %.2f\n", o->out, back.name, back.ranks, back.ranks_per_node,
+           back.bw_intra, back.bw_inter, back.overlap);
+    return NSP_OK;
+}
+
+/* ---- a rank ------------------------------------------------------------ */
+
+static nsp_status_t rank_measure(nsp_comm_t *comm, nsp_tree_t *tree, const cal_opts_t *o,
+                                 cal_rank_t *me, cal_result_t *r)
+{
+    nsp_attn_params_t a;
+    int               rank;
+
+    memset(&a, 0, sizeof(a));
+    a.q_heads = o->q_heads, a.kv_heads = o->kv_heads, a.head_dim = o->head_dim, a.causal = 1;
+    nsp_comm_rank(comm, &rank);
+    nsp_comm_nnodes(comm, &me->nnodes);
+    NSP_CHECK(nsp_comm_place(comm, rank, &me->node, NULL, &me->local_size));
+    NSP_CHECK(measure_levels(comm, tree, o, me));
+    NSP_CHECK(measure_overlap(comm, tree, o, &a, me));
+    if (rank == 0) { /* alone on a core as far as the others wait at the barrier */
+        NSP_CHECK(kernel_fit(&a, &r->k));
+        r->k.gemm_n = 256;
+        NSP_CHECK(gemm_rate(256, &r->k.gemm_flops));
+    }
+    return nsp_comm_barrier(comm);
+}
+
+static int rank_main(const cal_opts_t *o)
+{
+    nsp_config_t  cfg  = NSP_CONFIG_INITIALIZER;
+    nsp_comm_t   *comm = NULL;
+    nsp_tree_t   *tree = NULL;
+    cal_rank_t   *me   = calloc(1, sizeof(*me)), *all = NULL;
+    cal_result_t *r    = calloc(1, sizeof(*r));
+    int           rank = 0, size = 0;
+    nsp_status_t  st;
+
+    st = me != NULL && r != NULL ? nsp_comm_init_env(&comm, &cfg) : NSP_ERR_NO_MEMORY;
+    if (st == NSP_OK) {
+        st = nsp_tree_create(comm, NULL, 0, &tree);
+    }
+    if (st == NSP_OK) {
+        nsp_comm_rank(comm, &rank), nsp_comm_size(comm, &size);
+        all = size <= 256 ? calloc((size_t)size, sizeof(*all)) : NULL; /* scratch[256] */
+        st  = all != NULL ? rank_measure(comm, tree, o, me, r) : NSP_ERR_NO_MEMORY;
+    }
+    if (st == NSP_OK) {
+        st = nsp_comm_allgather(comm, me, all, sizeof(*me));
+    }
+    if (st == NSP_OK && rank == 0) {
+        st = finish(o, all, size, r);
+    }
+    if (st != NSP_OK) {
+        fprintf(stderr, "nsp_calibrate: rank %d: %s\n", rank, nsp_last_error());
+    }
+    nsp_tree_destroy(tree);
+    nsp_comm_destroy(comm);
+    free(me), free(all), free(r);
+    return st == NSP_OK ? 0 : 1;
+}
+
+/* ---- launch ------------------------------------------------------------ */
+
+/* Fork o->ranks ranks meeting at NSPCOMM_ROOT (node 0 of a namespace
+ * cluster, else loopback); every child enters its node first. */
+static int fork_ranks(const cal_opts_t *o)
+{
+    char  root[64], num[16];
+    pid_t pids[256];
+    int   fails = 0;
+
+    snprintf(root, sizeof(root), "%s:%d", nc_nodes() > 0 ? "198.18.0.1" : "127.0.0.1",
+             20000 + (int)(getpid() % 20000));
+    setenv("NSPCOMM_ROOT", root, 1);
+    snprintf(num, sizeof(num), "%d", o->ranks);
+    setenv("NSPCOMM_NRANKS", num, 1);
+    fflush(NULL);
+    for (int r = 0; r < o->ranks; ++r) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            char why[256];
+            snprintf(num, sizeof(num), "%d", r);
+            setenv("NSPCOMM_RANK", num, 1);
+            if (nc_enter_node(r, o->ranks, NULL, why, sizeof(why)) != 0) {
+                fprintf(stderr, "nsp_calibrate: rank %d: %s\n", r, why);
+                _exit(1);
+            }
+            exit(rank_main(o));
+        }
+        fails += pids[r] < 0;
+    }
+    for (int r = 0; r < o->ranks; ++r) {
+        int ws = 0;
+        if (pids[r] > 0 && (waitpid(pids[r], &ws, 0) < 0 || !WIFEXITED(ws) ||
+                            WEXITSTATUS(ws) != 0)) {
+            ++fails;
+        }
+    }
+    return fails == 0 ? 0 : 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: nsp_calibrate [options]   (docs/calibration.md)\n"
+            "Measure this world and write the cluster file nsp_cluster_load reads.\n\n"
+            "  --ranks N            fork N local ranks (under NSP_NETCLUSTER each enters its\n"
+            "                       node); without it, every process is one rank of mpirun,\n"
+            "                       srun or NSPCOMM_ROOT/NSPCOMM_RANK/NSPCOMM_NRANKS\n"
+            "  --out FILE           the cluster file (default nsp-cluster.json)\n"
+            "  --name NAME          its name (default calibrated)\n"
+            "  --heads NQ/NKV       heads of the kernel measured (default 8/2)\n"
+            "  --head-dim D         (default 64)\n"
+            "  --elem-bytes E       bytes per element of the runs the file is for (default 2:\n"
+            "                       bf16, the cost model's unit; 4 for float32 runs)\n"
+            "  --gemm measure|kernel  GEMM rate from a GEMM (default), or the kernel's\n"
+            "                       per-token term for runs with no linear layers\n"
+            "  --bytes B            bytes per peer of the bandwidth exchange (default 1048576)\n"
+            "  --reps R             repetitions per exchange (default 5, at most %d)\n"
+            "  --mem-bytes M        memory per rank (default: this host's RAM / ranks per node)\n",
+            CAL_MAX_REPS);
+}
+
+/* Parse argv into *o; 0, 1 (--help), or -1 (bad option, message printed). */
+static int parse(int argc, char **argv, cal_opts_t *o)
+{
+    *o = (cal_opts_t){.out = "nsp-cluster.json", .name = "calibrated", .q_heads = 8,
+                      .kv_heads = 2, .head_dim = 64, .elem_bytes = 2, .bytes = 1u << 20,
+                      .reps = 5};
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int         used = 1;
+        if (strcmp(a, "--help") == 0) {
+            return 1;
+        } else if (v == NULL) {
+            used = 0;
+        } else if (strcmp(a, "--ranks") == 0) {
+            o->ranks = atoi(v);
+        } else if (strcmp(a, "--out") == 0) {
+            o->out = v;
+        } else if (strcmp(a, "--name") == 0) {
+            o->name = v;
+        } else if (strcmp(a, "--heads") == 0) {
+            used = sscanf(v, "%d/%d", &o->q_heads, &o->kv_heads) == 2;
+        } else if (strcmp(a, "--head-dim") == 0) {
+            o->head_dim = atoi(v);
+        } else if (strcmp(a, "--elem-bytes") == 0) {
+            o->elem_bytes = atoi(v);
+        } else if (strcmp(a, "--gemm") == 0) {
+            o->gemm_kernel = strcmp(v, "kernel") == 0;
+            used           = o->gemm_kernel || strcmp(v, "measure") == 0;
+        } else if (strcmp(a, "--bytes") == 0) {
+            o->bytes = (size_t)strtoull(v, NULL, 10);
+        } else if (strcmp(a, "--reps") == 0) {
+            o->reps = atoi(v);
+        } else if (strcmp(a, "--mem-bytes") == 0) {
+            o->mem_bytes = strtod(v, NULL);
+        } else {
+            used = 0;
+        }
+        if (!used || o->ranks < 0 || o->ranks > 256 || o->reps < 1 || o->reps > CAL_MAX_REPS ||
+            o->bytes <= CAL_SMALL || o->elem_bytes < 1 || o->q_heads < 1 || o->kv_heads < 1 ||
+            o->head_dim < 1) {
+            fprintf(stderr, "nsp_calibrate: bad option or value: %s %s\n", a, v ? v : "");
+            return -1;
+        }
+        ++i;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    cal_opts_t o;
+    int        p = parse(argc, argv, &o);
+
+    if (p != 0) {
+        usage(p > 0 ? stdout : stderr);
+        return p > 0 ? 0 : 2;
+    }
+    return o.ranks > 0 ? fork_ranks(&o) : rank_main(&o);
+}
