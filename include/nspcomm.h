@@ -107,6 +107,7 @@ const char *nsp_last_error(void);
  * The loaded library's version; any output may be NULL. code is
  * NSP_VERSION_CODE of the library's build. Never fails (NSP_OK).
  */
+NSP_EXPORT
 nsp_status_t nsp_version(int *major, int *minor, int *patch, unsigned *code);
 
 /**
@@ -116,6 +117,7 @@ nsp_status_t nsp_version(int *major, int *minor, int *patch, unsigned *code);
  * Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_NOT_FOUND (not a public
  * struct: the message gives the library's version).
  */
+NSP_EXPORT
 nsp_status_t nsp_struct_size(const char *name, size_t *size);
 
 /**
@@ -124,6 +126,7 @@ nsp_status_t nsp_struct_size(const char *name, size_t *size);
  * Call it as NSP_ABI_CHECK(). Errors: NSP_ERR_MISMATCH (the message gives
  * both versions or both sizes).
  */
+NSP_EXPORT
 nsp_status_t nsp_abi_check(unsigned version_code, size_t plan_size, size_t params_size);
 #define NSP_ABI_CHECK() \
     nsp_abi_check(NSP_VERSION_CODE, sizeof(nsp_plan_t), sizeof(nsp_nested_attn_params_t))
@@ -330,6 +333,7 @@ typedef enum {
  * "nested", or any kind this build adds. Errors: NSP_ERR_INVALID_ARG (NULL),
  * NSP_ERR_NOT_FOUND (unknown name: the message lists the known ones).
  */
+NSP_EXPORT
 nsp_status_t nsp_planner_kind_from_name(const char *name, nsp_planner_kind_t *kind);
 
 /** Which optional fields of nsp_planner_params_t are set (UCX-style mask). */
@@ -647,6 +651,7 @@ nsp_status_t nsp_comm_init_env(nsp_comm_t **comm, const nsp_config_t *config);
  * Errors: NSP_ERR_INVALID_ARG (NULL output), NSP_ERR_PARSE (a malformed
  * value, or rank >= size: the message names the variables).
  */
+NSP_EXPORT
 nsp_status_t nsp_launcher_detect(const char **name, int *rank, int *size);
 
 /**

@@ -1305,18 +1305,28 @@ static nsp_status_t mpi_oob_free(void *request)
  */
 static int launcher_size(int forked_ranks)
 {
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "NSPCOMM_NRANKS",
+                          "WORLD_SIZE"};
     const char *name;
     int         rank, size;
 
+    /* A size variable set alone must still be a rank count (checked, exit 2). */
+    for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); ++k) {
+        const char *v = getenv(vars[k]);
+        if (v != NULL && v[0] != '\0' &&
+            nsp_opt_int("nsp_a2a_perf", vars[k], v, 1, 1 << 20, &size) != NSP_OK) {
+            exit(NSP_OPT_EXIT_USAGE);
+        }
+    }
     if (nsp_launcher_detect(&name, &rank, &size) != NSP_OK) {
         fprintf(stderr, "nsp_a2a_perf: %s\n", nsp_last_error());
-        exit(2);
+        exit(NSP_OPT_EXIT_USAGE);
     }
     if (name != NULL && size > 1 && forked_ranks > 0) {
         fprintf(stderr, "nsp_a2a_perf: started by %s as rank %d of %d, and --ranks %d would "
                 "fork a separate world in every process: drop --ranks under a launcher, or "
                 "run one process with --ranks\n", name, rank, size, forked_ranks);
-        exit(2);
+        exit(NSP_OPT_EXIT_USAGE);
     }
     return name != NULL ? size : -1;
 }

@@ -21,6 +21,8 @@
  *    eta = (T_comm + T_comp - T_both) / min(T_comm, T_comp), in [0, 1].
  */
 #include "nc_enter.h"
+#include "nsp_launch.h"
+#include "nsp_opt.h"
 #include "nspcomm.h"
 
 #include "attn_sp/ring_attn.h"      /* nsp_thread_cpu_s */
@@ -36,6 +38,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -668,42 +671,65 @@ static int rank_main(const cal_opts_t *o)
 
 /* ---- launch ------------------------------------------------------------ */
 
-/* Fork o->ranks ranks meeting at NSPCOMM_ROOT (node 0 of a namespace
- * cluster, else loopback); every child enters its node first. */
+/* nsp_launch_fn_t: one forked rank (it entered its node in the launcher). */
+static int cal_rank(int rank, int nranks, void *arg)
+{
+    char num[16];
+
+    (void)nranks;
+    snprintf(num, sizeof(num), "%d", rank);
+    setenv("NSPCOMM_RANK", num, 1);
+    return rank_main(arg);
+}
+
+/* The forked world's rendezvous secret: NSPCOMM_TOKEN as given, else a
+ * fresh random one (64 hex digits) the ranks inherit, so the rendezvous may
+ * listen on a namespace cluster's address and only our ranks can join. */
+static int cal_token(void)
+{
+    unsigned char key[32];
+    char          hex[2 * sizeof(key) + 1];
+
+    if (getenv("NSPCOMM_TOKEN") != NULL || getenv("NSPCOMM_TOKEN_FILE") != NULL) {
+        return 0;
+    }
+    if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key)) {
+        fprintf(stderr, "nsp_calibrate: no random bytes for the rendezvous secret\n");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(key); ++i) {
+        snprintf(hex + 2 * i, 3, "%02x", key[i]);
+    }
+    setenv("NSPCOMM_TOKEN", hex, 1);
+    return 0;
+}
+
+/* Fork o->ranks ranks on the shared launcher (tools/nsp_launch.h), meeting
+ * at NSPCOMM_ROOT (node 0 of a namespace cluster, else loopback). */
 static int fork_ranks(const cal_opts_t *o)
 {
-    char  root[64], num[16];
-    pid_t pids[256];
-    int   fails = 0;
+    static nsp_launch_result_t res;
+    nsp_launch_t               l;
+    char                       root[64], num[16];
 
+    if (cal_token() != 0) {
+        return 1;
+    }
     snprintf(root, sizeof(root), "%s:%d", nc_nodes() > 0 ? "198.18.0.1" : "127.0.0.1",
              20000 + (int)(getpid() % 20000));
     setenv("NSPCOMM_ROOT", root, 1);
     snprintf(num, sizeof(num), "%d", o->ranks);
     setenv("NSPCOMM_NRANKS", num, 1);
-    fflush(NULL);
-    for (int r = 0; r < o->ranks; ++r) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            char why[256];
-            snprintf(num, sizeof(num), "%d", r);
-            setenv("NSPCOMM_RANK", num, 1);
-            if (nc_enter_node(r, o->ranks, NULL, why, sizeof(why)) != 0) {
-                fprintf(stderr, "nsp_calibrate: rank %d: %s\n", r, why);
-                _exit(1);
-            }
-            exit(rank_main(o));
-        }
-        fails += pids[r] < 0;
+    memset(&l, 0, sizeof(l));
+    l.nranks = o->ranks;
+    l.fn     = cal_rank;
+    l.arg    = (void *)o;
+    l.notify = 1;
+    if (nsp_launch_run(&l, &res) != NSP_OK) {
+        fprintf(stderr, "nsp_calibrate: %s\n", nsp_last_error());
+        return 1;
     }
-    for (int r = 0; r < o->ranks; ++r) {
-        int ws = 0;
-        if (pids[r] > 0 && (waitpid(pids[r], &ws, 0) < 0 || !WIFEXITED(ws) ||
-                            WEXITSTATUS(ws) != 0)) {
-            ++fails;
-        }
-    }
-    return fails == 0 ? 0 : 1;
+    return nsp_launch_failed(&res) == 0 ? 0 : 1;
 }
 
 static void usage(FILE *f)
@@ -728,50 +754,82 @@ static void usage(FILE *f)
             CAL_MAX_REPS);
 }
 
+#define CAL_PROG "nsp_calibrate"
+
+/* --heads Q/KV: two counts, Q a multiple of KV (checked). */
+static nsp_status_t parse_heads(const char *v, cal_opts_t *o)
+{
+    char q[32], kv[32];
+
+    if (sscanf(v, "%31[^/]/%31s", q, kv) != 2) {
+        fprintf(stderr, CAL_PROG ": --heads %s: expected Q/KV, e.g. 8/2\n", v);
+        return NSP_ERR_INVALID_ARG;
+    }
+    NSP_CHECK(nsp_opt_int(CAL_PROG, "--heads (query)", q, 1, 4096, &o->q_heads));
+    NSP_CHECK(nsp_opt_int(CAL_PROG, "--heads (kv)", kv, 1, 4096, &o->kv_heads));
+    if (o->q_heads % o->kv_heads != 0) {
+        fprintf(stderr, CAL_PROG ": --heads %s: query heads must be a multiple of KV heads\n",
+                v);
+        return NSP_ERR_INVALID_ARG;
+    }
+    return NSP_OK;
+}
+
+/* One option `a` with value `v` into *o (tools/nsp_opt.h); NSP_ERR_NOT_FOUND
+ * when `a` is not an option of ours. */
+static nsp_status_t parse_one(const char *a, const char *v, cal_opts_t *o)
+{
+    static const char *const gemm[] = {"measure", "kernel"};
+    int                      k;
+
+    if (strcmp(a, "--ranks") == 0) {
+        return nsp_opt_int(CAL_PROG, a, v, 0, 256, &o->ranks);
+    } else if (strcmp(a, "--out") == 0) {
+        o->out = v;
+        return nsp_opt_out_path(CAL_PROG, a, v);
+    } else if (strcmp(a, "--name") == 0) {
+        o->name = v;
+        return NSP_OK;
+    } else if (strcmp(a, "--heads") == 0) {
+        return parse_heads(v, o);
+    } else if (strcmp(a, "--head-dim") == 0) {
+        return nsp_opt_int(CAL_PROG, a, v, 1, 4096, &o->head_dim);
+    } else if (strcmp(a, "--elem-bytes") == 0) {
+        return nsp_opt_int(CAL_PROG, a, v, 1, 8, &o->elem_bytes);
+    } else if (strcmp(a, "--gemm") == 0) {
+        NSP_CHECK(nsp_opt_choice(CAL_PROG, a, v, gemm, 2, &k));
+        o->gemm_kernel = k == 1;
+        return NSP_OK;
+    } else if (strcmp(a, "--bytes") == 0) {
+        return nsp_opt_size(CAL_PROG, a, v, CAL_SMALL + 1, (size_t)1 << 30, &o->bytes);
+    } else if (strcmp(a, "--reps") == 0) {
+        return nsp_opt_int(CAL_PROG, a, v, 1, CAL_MAX_REPS, &o->reps);
+    } else if (strcmp(a, "--mem-bytes") == 0) {
+        return nsp_opt_double(CAL_PROG, a, v, 0, 1e18, NSP_OPT_LO_OPEN, &o->mem_bytes);
+    }
+    return NSP_ERR_NOT_FOUND;
+}
+
 /* Parse argv into *o; 0, 1 (--help), or -1 (bad option, message printed). */
 static int parse(int argc, char **argv, cal_opts_t *o)
 {
     *o = (cal_opts_t){.out = "nsp-cluster.json", .name = "calibrated", .q_heads = 8,
                       .kv_heads = 2, .head_dim = 64, .elem_bytes = 2, .bytes = 1u << 20,
                       .reps = 5};
-    for (int i = 1; i < argc; ++i) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int         used = 1;
+    for (int i = 1; i < argc; i += 2) {
+        const char  *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        nsp_status_t st;
         if (strcmp(a, "--help") == 0) {
             return 1;
-        } else if (v == NULL) {
-            used = 0;
-        } else if (strcmp(a, "--ranks") == 0) {
-            o->ranks = atoi(v);
-        } else if (strcmp(a, "--out") == 0) {
-            o->out = v;
-        } else if (strcmp(a, "--name") == 0) {
-            o->name = v;
-        } else if (strcmp(a, "--heads") == 0) {
-            used = sscanf(v, "%d/%d", &o->q_heads, &o->kv_heads) == 2;
-        } else if (strcmp(a, "--head-dim") == 0) {
-            o->head_dim = atoi(v);
-        } else if (strcmp(a, "--elem-bytes") == 0) {
-            o->elem_bytes = atoi(v);
-        } else if (strcmp(a, "--gemm") == 0) {
-            o->gemm_kernel = strcmp(v, "kernel") == 0;
-            used           = o->gemm_kernel || strcmp(v, "measure") == 0;
-        } else if (strcmp(a, "--bytes") == 0) {
-            o->bytes = (size_t)strtoull(v, NULL, 10);
-        } else if (strcmp(a, "--reps") == 0) {
-            o->reps = atoi(v);
-        } else if (strcmp(a, "--mem-bytes") == 0) {
-            o->mem_bytes = strtod(v, NULL);
-        } else {
-            used = 0;
         }
-        if (!used || o->ranks < 0 || o->ranks > 256 || o->reps < 1 || o->reps > CAL_MAX_REPS ||
-            o->bytes <= CAL_SMALL || o->elem_bytes < 1 || o->q_heads < 1 || o->kv_heads < 1 ||
-            o->head_dim < 1) {
-            fprintf(stderr, "nsp_calibrate: bad option or value: %s %s\n", a, v ? v : "");
+        st = v != NULL ? parse_one(a, v, o) : NSP_ERR_NOT_FOUND;
+        if (st == NSP_ERR_NOT_FOUND) {
+            fprintf(stderr, CAL_PROG ": %s%s: unknown option or missing value (see --help)\n",
+                    a, v != NULL ? "" : " (no value)");
+        }
+        if (st != NSP_OK) {
             return -1;
         }
-        ++i;
     }
     return 0;
 }

@@ -215,6 +215,7 @@ def candidates():
         out.append(env)
         return out  # explicit: nothing else
     for b in _build_dirs():
+        out.append(os.path.join(b, "lib", ".libs", LIB_NAME))  # the installed-library build
         out.append(os.path.join(b, ".libs", LIB_NAME))
     for prefix in (sys.prefix, "/usr/local", "/usr"):
         for libdir in ("lib", "lib64", "lib/x86_64-linux-gnu"):

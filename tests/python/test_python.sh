@@ -6,7 +6,7 @@
 # in CI, turns that into a failure) or when the library is an ASan build
 # (it cannot be loaded into a Python that is not ASan-preloaded).
 . "${NSP_TOP_SRCDIR:-.}/tests/tap.sh" # top_srcdir, top_builddir, n, fail, check
-lib="$top_builddir/.libs/libnspcomm.so"
+lib="$top_builddir/lib/.libs/libnspcomm.so"
 py=${NSP_PYTHON:-}
 if [ -z "$py" ]; then
     if [ -x "$top_srcdir/.venv/bin/python" ]; then py="$top_srcdir/.venv/bin/python"; else

@@ -64,7 +64,7 @@ bad $sim "--json /nonexistent/x: cannot write it: directory /nonexistent does no
     --json /nonexistent/x
 bad $sim "--svg /nonexistent/x.svg: cannot write it" --svg /nonexistent/x.svg
 bad $sim "unexpected argument" extra
-bad $sim "needs about 12.0 GiB, more than the limit of 4.0 GiB (NSPCOMM_TOOL_MEM_LIMIT)" \
+bad $sim "needs about 16.0 GiB, more than the limit of 4.0 GiB (NSPCOMM_TOOL_MEM_LIMIT)" \
     --ranks 1048576 --tokens-per-rank 1
 plan=perf/nsp_plan_perf
 bad $plan "--seqs 2e9: expected an integer in 1..16777216" --seqs 2e9
