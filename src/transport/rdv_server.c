@@ -5,7 +5,7 @@
  *
  * A fresh connection gets a CHALLENGE at once and has RDV_AUTH_S to answer
  * with a valid AUTH; at most RDV_PENDING_MAX connections wait so, and a new
- * one beyond that evicts the oldest. Nothing a pending connection sends is
+ * one beyond that evicts the oldest (once it is RDV_EVICT_AFTER_S old). Nothing a pending connection sends is
  * stored beyond its fixed 96-byte buffer, and a bad header, a wrong MAC or
  * a late answer closes only that connection. An authenticated rank then
  * runs rounds: every rank sends DATA (its part), the server waits for all
