@@ -575,7 +575,9 @@ nsp_status_t nsp_unique_id_from_string(const char *str, nsp_unique_id_t *id);
  * be NULL for the defaults. On success *comm is owned by the caller
  * (nsp_comm_destroy).
  * Errors: NSP_ERR_INVALID_ARG (NULL, rank/nranks out of range, bad config:
- * magic, size; unknown backend), NSP_ERR_UNSUPPORTED (backend not built),
+ * magic, size; unknown backend; refused by the rendezvous: the id's secret
+ * or NSPCOMM_TOKEN differs, or this rank already joined from another
+ * process), NSP_ERR_UNSUPPORTED (backend not built),
  * NSP_ERR_TIMEOUT (rendezvous unreachable or ranks missing within the
  * timeout; the message names them), NSP_ERR_MISMATCH (ranks disagree on
  * nranks), NSP_ERR_PEER_FAILED, NSP_ERR_IO, NSP_ERR_BACKEND,

@@ -5,7 +5,7 @@
  *
  * A fresh connection gets a CHALLENGE at once and has RDV_AUTH_S to answer
  * with a valid AUTH; at most RDV_PENDING_MAX connections wait so, and a new
- * one beyond that evicts the oldest. Nothing a pending connection sends is
+ * one beyond that evicts the oldest (once it is RDV_EVICT_AFTER_S old). Nothing a pending connection sends is
  * stored beyond its fixed 96-byte buffer, and a bad header, a wrong MAC or
  * a late answer closes only that connection. An authenticated rank then
  * runs rounds: every rank sends DATA (its part), the server waits for all
@@ -38,6 +38,7 @@
 #define RDV_PENDING_MAX  64  /* connections authenticating at once */
 #define RDV_AUTH_S       3.0 /* seconds a connection has to authenticate */
 #define RDV_ACCEPT_BURST 64  /* accepts per wake-up */
+#define RDV_EVICT_AFTER_S 0.02 /* a pending connection this young is not evicted */
 #define RDV_WHY_MAX      512
 
 typedef struct rdv_pending {
@@ -234,8 +235,8 @@ static void srv_pending_close(rdv_pending_t *p)
     p->got = 0;
 }
 
-/* A free pending slot, or the oldest one, closed. */
-static rdv_pending_t *srv_pending_slot(rdv_server_t *srv)
+/* A free pending slot, else the oldest one (check p->fd). */
+static rdv_pending_t *srv_pending_free_or_oldest(rdv_server_t *srv)
 {
     rdv_pending_t *oldest = &srv->pend[0];
 
@@ -245,28 +246,56 @@ static rdv_pending_t *srv_pending_slot(rdv_server_t *srv)
         }
         oldest = srv->pend[i].since < oldest->since ? &srv->pend[i] : oldest;
     }
-    srv_pending_close(oldest);
-    ++srv->n_evicted;
     return oldest;
+}
+
+/* When a slot opens for the next connection: now (a free slot, or an
+ * oldest one past RDV_EVICT_AFTER_S), or later. A connection younger than
+ * that keeps its slot, so a burst of real ranks (they answer within a
+ * round trip) is not evicted by the ranks behind it, which wait in the
+ * kernel's backlog meanwhile. */
+static double srv_slot_time(rdv_server_t *srv)
+{
+    rdv_pending_t *p = srv_pending_free_or_oldest(srv);
+
+    return p->fd < 0 ? 0.0 : p->since + RDV_EVICT_AFTER_S;
+}
+
+/* A pending slot for a new connection (evicting the oldest), or NULL
+ * while every one is younger than RDV_EVICT_AFTER_S. */
+static rdv_pending_t *srv_pending_slot(rdv_server_t *srv)
+{
+    rdv_pending_t *p = srv_pending_free_or_oldest(srv);
+
+    if (p->fd >= 0) {
+        if (nsp_now_s() < p->since + RDV_EVICT_AFTER_S) {
+            return NULL;
+        }
+        srv_pending_close(p);
+        ++srv->n_evicted;
+    }
+    return p;
 }
 
 /* Accept what is waiting; each new connection gets its CHALLENGE now. */
 static void srv_accept_burst(rdv_server_t *srv)
 {
     for (int k = 0; k < RDV_ACCEPT_BURST; ++k) {
-        rdv_pending_t *p;
-        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        rdv_pending_t *p = srv_pending_slot(srv);
+        int            fd;
+        if (p == NULL) {
+            return; /* the rest waits in the backlog (srv_poll_set) */
+        }
+        fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
-                /* Out of descriptors: make room, and do not spin meanwhile. */
+                /* Out of descriptors: do not spin meanwhile. */
                 struct timespec nap = {0, 10 * 1000 * 1000};
-                srv_pending_close(srv_pending_slot(srv));
                 nanosleep(&nap, NULL);
             }
             return;
         }
         ++srv->n_conn;
-        p = srv_pending_slot(srv);
         if (rdv_random(p->snonce, sizeof(p->snonce)) != NSP_OK ||
             srv_send_now(fd, RDV_MSG_CHALLENGE, p->snonce, sizeof(p->snonce)) != 0) {
             close(fd);
@@ -589,9 +618,10 @@ static nsp_status_t srv_finish_round(rdv_server_t *srv, int *closed)
 /* The loop                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static double srv_next_deadline(const rdv_server_t *srv)
+static double srv_next_deadline(rdv_server_t *srv)
 {
-    double next = -1.0;
+    double slot = srv_slot_time(srv);
+    double next = slot > nsp_now_s() ? slot : -1.0; /* the listener is off until then */
 
     for (int i = 0; i < RDV_PENDING_MAX; ++i) {
         double t = srv->pend[i].since + RDV_AUTH_S;
@@ -647,8 +677,11 @@ static int srv_poll_set(rdv_server_t *srv)
 {
     int n = 0;
 
-    srv->pfds[n] = (struct pollfd){.fd = srv->listen_fd, .events = POLLIN};
-    srv->who[n++] = -1;
+    /* The listener only when a new connection can have a slot now. */
+    if (srv_slot_time(srv) <= nsp_now_s()) {
+        srv->pfds[n]  = (struct pollfd){.fd = srv->listen_fd, .events = POLLIN};
+        srv->who[n++] = -1;
+    }
     for (int i = 0; i < RDV_PENDING_MAX; ++i) {
         if (srv->pend[i].fd >= 0) {
             srv->pfds[n]  = (struct pollfd){.fd = srv->pend[i].fd, .events = POLLIN};
@@ -664,11 +697,14 @@ static int srv_poll_set(rdv_server_t *srv)
     return n;
 }
 
-/* Serve what poll reported. An entry whose slot changed meanwhile (an
- * accept evicted it) is skipped. srv_admit may replace the poll set by a
- * larger copy, so it is read through srv at each step. */
+/* Serve what poll reported: connections first (an AUTH that arrived is
+ * read before an accept could evict its connection), the listener last.
+ * An entry whose slot changed meanwhile is skipped. srv_admit may replace
+ * the poll set by a larger copy, so it is read through srv at each step. */
 static nsp_status_t srv_dispatch(rdv_server_t *srv, int n)
 {
+    int accept_now = 0;
+
     for (int k = 0; k < n; ++k) {
         int w  = srv->who[k];
         int fd = srv->pfds[k].fd;
@@ -676,7 +712,7 @@ static nsp_status_t srv_dispatch(rdv_server_t *srv, int n)
             continue;
         }
         if (w < 0) {
-            srv_accept_burst(srv);
+            accept_now = 1;
         } else if (w < RDV_PENDING_MAX) {
             if (srv->pend[w].fd == fd) {
                 NSP_CHECK(srv_pending_input(srv, &srv->pend[w]));
@@ -684,6 +720,9 @@ static nsp_status_t srv_dispatch(rdv_server_t *srv, int n)
         } else if (srv->ranks[w - RDV_PENDING_MAX].fd == fd) {
             NSP_CHECK(srv_rank_input(srv, w - RDV_PENDING_MAX));
         }
+    }
+    if (accept_now) {
+        srv_accept_burst(srv);
     }
     return NSP_OK;
 }

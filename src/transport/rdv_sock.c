@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 int rdv_poll_ms(double deadline)
 {
@@ -91,17 +92,34 @@ nsp_status_t rdv_recv_all(int fd, void *buf, size_t len, double deadline)
     return NSP_OK;
 }
 
+/* Header and payload in one segment when they fit (one wake-up of the
+ * receiver, not two); the rest, if any, by rdv_send_all. */
 nsp_status_t rdv_send_msg(int fd, uint32_t type, const void *payload, size_t len,
                           double deadline)
 {
-    uint8_t hdr[RDV_HDR_BYTES];
+    uint8_t       hdr[RDV_HDR_BYTES];
+    struct iovec  iov[2] = {{hdr, sizeof(hdr)}, {(void *)payload, len}};
+    struct msghdr msg    = {.msg_iov = iov, .msg_iovlen = len > 0 ? 2 : 1};
+    ssize_t       n;
 
     rdv_hdr_encode(type, len, hdr);
-    NSP_CHECK(rdv_send_all(fd, hdr, sizeof(hdr), deadline));
-    if (len > 0) {
-        NSP_CHECK(rdv_send_all(fd, payload, len, deadline));
+    NSP_CHECK(rdv_wait_fd(fd, POLLOUT, deadline));
+    n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+        return nsp_error_quiet(errno == EPIPE || errno == ECONNRESET ? NSP_ERR_PEER_FAILED
+                                                                       : NSP_ERR_IO,
+                               "send: %s", strerror(errno));
     }
-    return NSP_OK;
+    n = n < 0 ? 0 : n;
+    if ((size_t)n < sizeof(hdr)) {
+        NSP_CHECK(rdv_send_all(fd, hdr + n, sizeof(hdr) - (size_t)n, deadline));
+        n = (ssize_t)sizeof(hdr);
+    }
+    if ((size_t)n - sizeof(hdr) == len) {
+        return NSP_OK;
+    }
+    return rdv_send_all(fd, (const char *)payload + ((size_t)n - sizeof(hdr)),
+                        len - ((size_t)n - sizeof(hdr)), deadline);
 }
 
 nsp_status_t rdv_recv_hdr(int fd, rdv_phase_t phase, uint64_t expect, rdv_hdr_t *hdr,
