@@ -1431,6 +1431,8 @@ static int run_forked(perf_ctx_t *base)
     if (res.first_failed >= 0) {
         const nsp_launch_rank_t *rr = &res.rank[res.first_failed];
         rc = rr->exited && rr->exit_code != 0 ? rr->exit_code : 1;
+    } else if (nsp_launch_failed(&res) > 0) { /* stopped at --timeout */
+        rc = 1;
     }
     return rc;
 }

@@ -1,6 +1,10 @@
 /*
  * A multi-process launcher for tests: fork N real processes (ranks), run one
- * function in each, collect exit codes with a timeout, kill stragglers.
+ * function in each, collect exit codes with a timeout, kill stragglers. It
+ * runs on the fork launcher the tools share (tools/nsp_launch.h): ranks die
+ * with the parent, stragglers get SIGTERM with SIGCONT (a stopped rank
+ * too), then SIGKILL, every rank is reaped and the System V segments the
+ * ranks left are removed.
  *
  * The parent speaks TAP; the ranks must not: mp_run() points each child's
  * stdout at stderr, so a stray printf cannot corrupt the TAP stream. A rank
@@ -32,7 +36,8 @@ typedef struct mp_rank_result {
     int    exited;      /**< 1: exited normally (exit_code valid) */
     int    exit_code;
     int    signal;      /**< signal that killed it, 0 if none */
-    int    timed_out;   /**< 1: still running at the timeout, killed by mp_run */
+    int    timed_out;   /**< 1: still running when mp_run stopped it (the timeout, or
+                             the grace after another rank failed) */
     double elapsed_s;   /**< from the fork to its exit as seen by the parent */
     char   note[MP_NOTE_BYTES];   /**< last mp_note() of the rank */
     double value[MP_VALUES];      /**< mp_set_value() slots, 0 by default */
@@ -49,7 +54,9 @@ typedef int (*mp_fn_t)(int rank, int nranks, void *arg);
 
 /**
  * Fork `nranks` processes running fn(rank, nranks, arg); wait up to
- * timeout_s for all, then SIGKILL the rest. Fills *res. Returns the number
+ * timeout_s for all, then stop the rest (SIGTERM + SIGCONT, SIGKILL 2 s
+ * later; timed_out = 1). Once a rank failed, the others are stopped the same
+ * way NSPCOMM_TIMEOUT (default 60 s) + 2 s later. Fills *res. Returns the number
  * of ranks that did not exit with code 0 (killed ones included), or -1 if
  * the launch itself failed (res->rank[0].note says why). Before forking it
  * waits up to 2 s for this process to have one thread (the rendezvous

@@ -241,7 +241,8 @@ static void note_end(launch_run_t *run, int r, int wstatus)
     } else if (WIFSIGNALED(wstatus)) {
         rr->signal = WTERMSIG(wstatus);
     }
-    if (run->res->first_failed < 0 && !(rr->exited && rr->exit_code == 0)) {
+    /* a rank the launcher stopped is not where a failure started */
+    if (run->res->first_failed < 0 && !rr->stopped && !(rr->exited && rr->exit_code == 0)) {
         run->res->first_failed = r;
     }
 }

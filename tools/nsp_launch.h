@@ -88,7 +88,8 @@ typedef struct nsp_launch_rank {
 typedef struct nsp_launch_result {
     int               nranks;
     double            elapsed_s;
-    int               first_failed; /**< the first rank seen failing, -1 if none */
+    int               first_failed; /**< the first rank seen failing on its own (not
+                                         stopped by the launcher), -1 if none */
     int               timed_out;    /**< 1: stopped at timeout_s */
     int               segments;     /**< System V segments of the ranks removed afterwards */
     char              why[256];     /**< why the launcher stopped ranks, or "" */

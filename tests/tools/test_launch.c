@@ -5,6 +5,7 @@
  *    SIGCONT) and reaped;
  *  - a rank that ignores SIGTERM: SIGKILL after term_s;
  *  - the launcher's timeout: every rank still running is stopped, timed_out;
+ *  - the caller's watch asking to stop: every rank is stopped;
  *  - a rank that leaves a System V segment (created, never removed): the
  *    launcher removes it after the reap;
  *  - make failing: NSP_ERR_BACKEND, the reason, no rank runs its function;
@@ -76,6 +77,17 @@ static int make_fails(void *out, size_t bytes, char *why, size_t whylen)
     return 1;
 }
 
+/* nsp_launch_watch_fn_t: stop after half a second. */
+static int watch_half_second(void *arg, double elapsed_s, char *why, size_t whylen)
+{
+    (void)arg;
+    if (elapsed_s < 0.5) {
+        return 0;
+    }
+    snprintf(why, whylen, "the watch said stop");
+    return 1;
+}
+
 static nsp_launch_t launch(ctx_t *c, int nranks, double timeout_s)
 {
     nsp_launch_t l;
@@ -121,8 +133,16 @@ static void test_escalation(ctx_t *c, nsp_launch_result_t *res)
     l       = launch(c, 2, 1.5);
     nsp_launch_run(&l, res);
     tap_ok(res->timed_out && res->rank[0].stopped && res->rank[1].stopped &&
-               res->rank[0].signal == SIGTERM && res->elapsed_s < 10,
-           "at the timeout every rank is stopped (%.1f s): %s", res->elapsed_s, res->why);
+               res->rank[0].signal == SIGTERM && res->elapsed_s < 10 && res->first_failed == -1,
+           "at the timeout every rank is stopped, none counted as the first failure (%.1f s): "
+           "%s", res->elapsed_s, res->why);
+    l           = launch(c, 2, 30);
+    l.watch     = watch_half_second;
+    nsp_launch_run(&l, res);
+    tap_ok(!res->timed_out && res->rank[0].stopped && res->rank[1].stopped &&
+               res->first_failed == -1 && strcmp(res->why, "the watch said stop") == 0 &&
+               res->elapsed_s < 10,
+           "the caller's watch stops every rank (%.1f s): %s", res->elapsed_s, res->why);
 }
 
 static void test_segment(ctx_t *c, nsp_launch_result_t *res)
