@@ -1320,7 +1320,8 @@ typedef struct nsp_a2a_params {
 
 /**
  * Start the nested all-to-all of `layout` (borrowed until every request is
- * freed) over `tree`. reqs[nlevels] (caller-owned array; nlevels from
+ * freed) over `tree`: nsp_a2a_create() and nsp_a2a_start() in one call, the
+ * exchange freed with its last request (below: the persistent form). reqs[nlevels] (caller-owned array; nlevels from
  * nsp_layout_query) receives one request per level, each owned by the
  * caller (nsp_request_test/wait/free); level 0's is complete at return.
  * Collective over the world (see above).
