@@ -59,6 +59,7 @@ typedef struct cal_opts {
     size_t      bytes;      /* per peer, the bandwidth exchange */
     int         reps;
     double      mem_bytes;
+    int64_t     kernel_tokens; /* tokens per timed kernel call, a multiple of 2048 */
 } cal_opts_t;
 
 /* What every rank measures; rank 0 gathers them. Times in seconds. */
@@ -161,12 +162,13 @@ static nsp_status_t kernel_time(const nsp_attn_params_t *a, int64_t s, int64_t t
 }
 
 /* Fit t/T = a + b s (weights 1/y^2: least squares on the relative error). */
-static nsp_status_t kernel_fit(const nsp_attn_params_t *a, cal_kernel_t *k)
+static nsp_status_t kernel_fit(const cal_opts_t *o, const nsp_attn_params_t *a,
+                               cal_kernel_t *k)
 {
     static const int64_t len[CAL_NLENS] = {64, 256, 1024, 2048};
     double               sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, det;
 
-    k->tokens = 4096;
+    k->tokens = o->kernel_tokens;
     for (int i = 0; i < CAL_NLENS; ++i) {
         double y, w;
         NSP_CHECK(kernel_time(a, len[i], k->tokens, &k->fwd_bwd_s[i]));
@@ -628,7 +630,7 @@ static nsp_status_t rank_measure(nsp_comm_t *comm, nsp_tree_t *tree, const cal_o
     NSP_CHECK(measure_levels(comm, tree, o, me));
     NSP_CHECK(measure_overlap(comm, tree, o, &a, me));
     if (rank == 0) { /* alone on a core as far as the others wait at the barrier */
-        NSP_CHECK(kernel_fit(&a, &r->k));
+        NSP_CHECK(kernel_fit(o, &a, &r->k));
         r->k.gemm_n = 256;
         NSP_CHECK(gemm_rate(256, &r->k.gemm_flops));
     }
@@ -645,6 +647,8 @@ static int rank_main(const cal_opts_t *o)
     int           rank = 0, size = 0;
     nsp_status_t  st;
 
+    /* the others wait at a barrier while rank 0 times the kernel */
+    cfg.timeout_s = getenv("NSPCOMM_TIMEOUT") == NULL ? 600.0 : 0.0;
     st = me != NULL && r != NULL ? nsp_comm_init_env(&comm, &cfg) : NSP_ERR_NO_MEMORY;
     if (st == NSP_OK) {
         st = nsp_tree_create(comm, NULL, 0, &tree);
@@ -750,7 +754,8 @@ static void usage(FILE *f)
             "                       per-token term for runs with no linear layers\n"
             "  --bytes B            bytes per peer of the bandwidth exchange (default 1048576)\n"
             "  --reps R             repetitions per exchange (default 5, at most %d)\n"
-            "  --mem-bytes M        memory per rank (default: this host's RAM / ranks per node)\n",
+            "  --mem-bytes M        memory per rank (default: this host's RAM / ranks per node)\n"
+            "  --kernel-tokens T    tokens per timed kernel call, a multiple of 2048 (4096)\n",
             CAL_MAX_REPS);
 }
 
@@ -804,6 +809,13 @@ static nsp_status_t parse_one(const char *a, const char *v, cal_opts_t *o)
         return nsp_opt_size(CAL_PROG, a, v, CAL_SMALL + 1, (size_t)1 << 30, &o->bytes);
     } else if (strcmp(a, "--reps") == 0) {
         return nsp_opt_int(CAL_PROG, a, v, 1, CAL_MAX_REPS, &o->reps);
+    } else if (strcmp(a, "--kernel-tokens") == 0) { /* a multiple of 2048 */
+        NSP_CHECK(nsp_opt_i64(CAL_PROG, a, v, 2048, (int64_t)1 << 24, &o->kernel_tokens));
+        if (o->kernel_tokens % 2048 != 0) {
+            fprintf(stderr, CAL_PROG ": --kernel-tokens %s: expected a multiple of 2048\n", v);
+            return NSP_ERR_INVALID_ARG;
+        }
+        return NSP_OK;
     } else if (strcmp(a, "--mem-bytes") == 0) {
         return nsp_opt_double(CAL_PROG, a, v, 0, 1e18, NSP_OPT_LO_OPEN, &o->mem_bytes);
     }
@@ -815,7 +827,7 @@ static int parse(int argc, char **argv, cal_opts_t *o)
 {
     *o = (cal_opts_t){.out = "nsp-cluster.json", .name = "calibrated", .q_heads = 8,
                       .kv_heads = 2, .head_dim = 64, .elem_bytes = 2, .bytes = 1u << 20,
-                      .reps = 5};
+                      .reps = 5, .kernel_tokens = 4096};
     for (int i = 1; i < argc; i += 2) {
         const char  *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         nsp_status_t st;

@@ -81,7 +81,7 @@ for k in 2 4; do
     sub "$k nodes x $per ranks: nested attention against the single-process reference" \
         "$top_builddir/tests/nested_attn/test_nested_attn_mp" 8
     if [ "$k" = 2 ]; then
-        "$nc" exec -p "$P" hub "$top_builddir/perf/nsp_calibrate" --ranks 8 --bytes 65536 \
+        "$nc" exec -p "$P" hub "$top_builddir/perf/nsp_calibrate" --ranks 8 --bytes 65536 --kernel-tokens 2048 \
             --reps 2 --out "$log.cal.json" >"$log.out" 2>"$log"
         sed 's/^/#   /' "$log.out"
         check "2 nodes: nsp_calibrate measures levels 2, 4 inside a node and 8 across" \
