@@ -212,6 +212,10 @@ def nsp_step(model, opt, comm, tree, plan, tokens, targets, stats, honour_recomp
         loss_sum += loss.detach()
         cpu.append(time.thread_time() - c0)
     c0 = time.thread_time()
+    # Leave nspcomm together before gloo takes over: a rank whose exchanges
+    # completed may still owe a peer UCX protocol progress (a rendezvous
+    # acknowledgement); the barrier progresses it (docs/pytorch.md §12).
+    comm.barrier()
     flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
     dist.all_reduce(flat)                                   # gloo, sum over ranks
     off = 0
