@@ -1,7 +1,7 @@
 /*
  * Calibration of this machine for the demo's cost model (docs/demo.md §3).
  *
- * The cost model (DESIGN §5.1) predicts a step as the slowest rank's time
+ * The cost model (docs/design.md §5.1) predicts a step as the slowest rank's time
  * when every rank has its own resources. The demo measures the same thing
  * as CPU time (one core per rank; see the "crit" column), so the rates are
  * CPU-time rates:
@@ -83,7 +83,7 @@ double demo_mem_bytes(const nsp_model_t *model, int ranks, double workspace, dou
     if (nsp_cost_init(&cost, model, &c) != NSP_OK) {
         return 0.0;
     }
-    /* DESIGN §5.1: 16 P / N + W + tokens * a_tok (activations kept) */
+    /* docs/design.md §5.1: 16 P / N + W + tokens * a_tok (activations kept) */
     return cost.fixed_mem_bytes + tokens * cost.act_bytes_keep;
 }
 

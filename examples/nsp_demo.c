@@ -286,7 +286,7 @@ static void resolve_workload(const char *name, char *out, size_t len)
 
 /* Load the workload with every length divided by `scale` (rounded up):
  * the original is loaded (and so checked) first, then a scaled copy is
- * written to a temporary file and loaded, so the sampler of DESIGN §5.3
+ * written to a temporary file and loaded, so the sampler of docs/design.md §5.3
  * draws from the scaled lengths exactly. */
 static nsp_status_t load_scaled(const char *path, int scale, nsp_workload_t **wl)
 {

@@ -156,7 +156,7 @@ NSP_EXPORT
 nsp_status_t nsp_log_set_level(nsp_log_level_t level);
 
 /* ======================================================================== */
-/* 2. Models and clusters (DESIGN §5.1)                                     */
+/* 2. Models and clusters (docs/design.md §5.1)                                     */
 /* ======================================================================== */
 
 /** A model as the cost model sees it. Plain data; copy freely. */
@@ -222,7 +222,7 @@ nsp_status_t nsp_cluster_preset(const char *name, int ranks, nsp_cluster_t *clus
 
 /**
  * Load a model or a cluster description from a JSON file whose keys are those
- * of the plan format (DESIGN §8 "model" / "cluster" objects). A key "base"
+ * of the plan format (docs/design.md §8 "model" / "cluster" objects). A key "base"
  * names a preset to start from, so a file may give only the measured numbers.
  * Errors: NSP_ERR_IO (cannot read), NSP_ERR_PARSE (malformed; the message
  * names file, line and key), NSP_ERR_INVALID_ARG (a value out of range).
@@ -233,7 +233,7 @@ NSP_EXPORT
 nsp_status_t nsp_cluster_load(const char *path, nsp_cluster_t *cluster);
 
 /* ======================================================================== */
-/* 3. Workloads, plans and planners (DESIGN §5, §8)                         */
+/* 3. Workloads, plans and planners (docs/design.md §5, §8)                         */
 /* ======================================================================== */
 
 /** Sequence lengths read from a file (one length per line). Opaque. */
@@ -254,7 +254,7 @@ NSP_EXPORT
 void         nsp_workload_free(nsp_workload_t *workload);
 
 /**
- * Draw one global batch (DESIGN §5.3): lengths are drawn uniformly with
+ * Draw one global batch (docs/design.md §5.3): lengths are drawn uniformly with
  * replacement, seeded by (seed, batch_index), until `token_budget` tokens are
  * reached (the last one is cut to land exactly on the budget); a length above
  * `max_len` is cut into pieces of at most max_len. Reproducible across
@@ -283,10 +283,10 @@ typedef struct nsp_plan_round {
     nsp_plan_group_t *groups;   /**< owned by the plan */
 } nsp_plan_round_t;
 
-/** What the cost model predicts for a plan (DESIGN §5.1). */
+/** What the cost model predicts for a plan (docs/design.md §5.1). */
 typedef struct nsp_plan_prediction {
     double  step_s;          /**< sum over rounds of (L * max over ranks + round_s) */
-    double  lower_bound_s;   /**< DESIGN §5.2 lower bound of the batch */
+    double  lower_bound_s;   /**< docs/design.md §5.2 lower bound of the batch */
     double  plan_ms;         /**< wall time the planner took, milliseconds */
     double *rank_s;          /**< [ranks]: L * sum over rounds of the rank's time */
     double *rank_mem_bytes;  /**< [ranks]: max over rounds of the rank's memory */
@@ -404,7 +404,7 @@ NSP_EXPORT
 nsp_status_t nsp_plan_evaluate(nsp_plan_t *plan);
 
 /**
- * The lower bound of DESIGN §5.2 for a batch, in seconds per step (Ulysses
+ * The lower bound of docs/design.md §5.2 for a batch, in seconds per step (Ulysses
  * degrees only). Errors: NSP_ERR_INVALID_ARG.
  */
 NSP_EXPORT
@@ -444,7 +444,7 @@ NSP_EXPORT
 void nsp_plan_free(nsp_plan_t *plan);
 
 /* ======================================================================== */
-/* 4. Communicators, bootstrap and requests (DESIGN §4) — libnspcomm only   */
+/* 4. Communicators, bootstrap and requests (docs/design.md §4) — libnspcomm only   */
 /* ======================================================================== */
 
 /*
@@ -657,7 +657,7 @@ NSP_EXPORT
 nsp_status_t nsp_launcher_detect(const char **name, int *rank, int *size);
 
 /**
- * Wrap a communicator the framework already has (DESIGN §4): `nccl_comm` is
+ * Wrap a communicator the framework already has (docs/design.md §4): `nccl_comm` is
  * an ncclComm_t, passed as void * so this header needs no nccl.h. It must be
  * initialised and healthy; it stays owned by the caller, who destroys it
  * only after nsp_comm_destroy() (nspcomm never finalizes, destroys or aborts
@@ -935,7 +935,7 @@ NSP_EXPORT
 const char *nsp_topo_locality_name(nsp_topo_locality_t locality);
 
 /**
- * Suggest the level degrees of the nested tree (DESIGN §1): ascending from 1,
+ * Suggest the level degrees of the nested tree (docs/design.md §1): ascending from 1,
  * each dividing the next, the largest <= min(nranks, max_degree).
  *  - ranks_per_node: ranks numbered node by node, this many per node. It is
  *    reduced to gcd(ranks_per_node, nranks) so every group is complete; with
@@ -960,7 +960,7 @@ nsp_status_t nsp_topology_suggest_levels(int nranks, int ranks_per_node, int gpu
                                          int *nlevels);
 
 /* ======================================================================== */
-/* 6. Nested communicator tree (DESIGN §1, §4) — libnspcomm only           */
+/* 6. Nested communicator tree (docs/design.md §1, §4) — libnspcomm only           */
 /* ======================================================================== */
 
 /*
@@ -971,7 +971,7 @@ nsp_status_t nsp_topology_suggest_levels(int nranks, int ranks_per_node, int gpu
  * degree is below the world size the tree is a forest.
  *
  * Collectives on different levels share ranks: every rank drives its levels
- * in one agreed order (ascending level, DESIGN §4), the tree's own calls
+ * in one agreed order (ascending level, docs/design.md §4), the tree's own calls
  * included.
  */
 
@@ -1048,12 +1048,12 @@ NSP_EXPORT
 nsp_status_t nsp_tree_world(const nsp_tree_t *tree, nsp_comm_t **world);
 
 /* ======================================================================== */
-/* 7. Layouts and the nested variable-length all-to-all (DESIGN §6)         */
+/* 7. Layouts and the nested variable-length all-to-all (docs/design.md §6)         */
 /* ======================================================================== */
 
 /*
  * A layout says, for one rank and one round of a plan, where every chunk of
- * every sequence the rank holds sits (DESIGN §6). It is pure index math from
+ * every sequence the rank holds sits (docs/design.md §6). It is pure index math from
  * the plan: every rank computes its own, and all ranks of a group agree
  * because they read the same plan (nsp_a2a_post() checks that they do).
  *
@@ -1063,7 +1063,7 @@ nsp_status_t nsp_tree_world(const nsp_tree_t *tree, nsp_comm_t **world);
  * belongs to in the round, ascending. Different ranks may have different
  * level lists (a rank in no group of degree 4 has no degree-4 level); every
  * rank drives its levels in ascending degree, which is the one agreed order
- * of DESIGN §4. In a nested round the groups of one degree are aligned, so a
+ * of docs/design.md §4. In a nested round the groups of one degree are aligned, so a
  * rank belongs to at most one group per degree; two groups of one degree
  * with the same ranks are merged (their sequences in plan order).
  *
@@ -1232,7 +1232,7 @@ typedef enum nsp_a2a_replicas {
 } nsp_a2a_replicas_t;
 
 /*
- * The nested variable-length all-to-all (DESIGN §6). One call starts the
+ * The nested variable-length all-to-all (docs/design.md §6). One call starts the
  * exchange of every level of a layout, in ascending degree (the agreed
  * order), and returns one request per level, so a caller computes on level 0
  * at once (no traffic), on level 1 as soon as it has landed, and so on:
@@ -1411,7 +1411,7 @@ NSP_EXPORT
 nsp_status_t nsp_a2a_release_cache(void);
 
 /* ======================================================================== */
-/* 8. Ring exchange (DESIGN §6) — libnspcomm only                          */
+/* 8. Ring exchange (docs/design.md §6) — libnspcomm only                          */
 /* ======================================================================== */
 
 /*

@@ -1,6 +1,6 @@
 /*
  * perf/nsp_plan_perf: time planning alone. One batch is drawn from a length
- * file (DESIGN §5.3) and planned `repeats` times by each chosen planner; the
+ * file (docs/design.md §5.3) and planned `repeats` times by each chosen planner; the
  * table gives min / median / max wall milliseconds per plan (one core, the
  * calling thread) and the same for the thread's CPU time (what the planner
  * itself used: on a loaded machine wall time also counts waiting for a

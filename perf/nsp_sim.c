@@ -1,6 +1,6 @@
 /*
  * perf/nsp_sim: the cluster simulator. Draws batches from a real length file
- * (DESIGN §5.3), plans each with every chosen planner, checks every plan
+ * (docs/design.md §5.3), plans each with every chosen planner, checks every plan
  * (nsp_plan_validate) and prints one row per planner: mean step time,
  * throughput, speedup over static, gap to the lower bound, planning time.
  * --json writes every plan (nspcomm-sim-v1), --svg draws one batch.
@@ -320,7 +320,7 @@ static nsp_status_t check_request(const sim_config_t *cfg, const nsp_workload_t 
 static void print_header(const sim_config_t *cfg, const nsp_model_t *m, const nsp_cluster_t *c,
                          size_t nlens)
 {
-    printf("# nspcomm cluster simulator (cost model v1, DESIGN 5.1%s)\n",
+    printf("# nspcomm cluster simulator (cost model v1, docs/design.md §5.1%s)\n",
            cfg->ring ? ", with Ulysses x ring groups: docs/cost-model.md" : "");
     printf("# workload : %s (%zu lengths)\n", cfg->workload, nlens);
     printf("# model    : %s: L=%d h=%d heads %d/%d x %d, ffn %.0f, experts %d top-%d, "
@@ -374,7 +374,7 @@ static void print_table(const sim_config_t *cfg, const sim_row_t *rows, double t
                r->gap_sum / r->n, r->rounds_sum / r->n, r->plan_ms_sum / r->n, r->plan_ms_max,
                notes);
     }
-    printf("#\n# lower bound (DESIGN 5.2%s): mean %.4f s per step; gap = mean over batches of "
+    printf("#\n# lower bound (docs/design.md §5.2%s): mean %.4f s per step; gap = mean over batches of "
            "step / lower bound\n", cfg->ring ? ", rings allowed" : "", lb_sum / cfg->batches);
     printf("# speedup = mean step of static / mean step of the planner; tokens/s = all "
            "tokens / all step time\n");

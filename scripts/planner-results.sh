@@ -18,7 +18,7 @@
 # directory again without simulating. Progress goes to stderr.
 # Needs python3 (standard library only) to aggregate.
 #
-# Besides the lower bound of DESIGN 5.2 (LB), the table gives nested's gap to
+# Besides the lower bound of docs/design.md §5.2 (LB), the table gives nested's gap to
 # a tighter bound LB* = max(LB', LB'') derived here from each batch alone
 # (docs/planners.md): LB' counts the exchange no plan avoids and the
 # recomputation or splitting a sequence too large for one rank needs; LB''
@@ -85,7 +85,7 @@ def round_cost(m, c):
 
 
 def model_terms(m, c):
-    """Per-token constants of DESIGN 5.1 (per layer)."""
+    """Per-token constants of docs/design.md §5.1 (per layer)."""
     h, nq, nkv, dh = m["hidden"], m["q_heads"], m["kv_heads"], m["head_dim"]
     n = c["ranks"]
     lin = 3.0 * (2 * h * (2 * nq * dh + 2 * nkv * dh) + 6 * h * m["ffn"] + 2 * h * m["experts"])
@@ -294,10 +294,10 @@ print(f"| **geometric mean** | | | | | | | **{fmt(summary['geomean_nested_vs_sta
       f"| worst {summary['max_nested_over_tight_lb']:.3f} | | |")
 print()
 print(f"Step times are seconds per training step (mean of {batches} batches, seed {seed}), "
-      f"predicted by cost model v1 (DESIGN 5.1) with a fixed cost of {rows[0]['round_s']:.4f} s "
+      f"predicted by cost model v1 (docs/design.md §5.1) with a fixed cost of {rows[0]['round_s']:.4f} s "
       "per round (64 ranks; docs/cost-model.md); nested vs megatron is worst "
       f"{fmt(summary['min_nested_vs_megatron_batch'], '.3f', 'x')} on a single batch; a row "
-      "without a planner's run shows -; LB is the lower bound of DESIGN 5.2, LB* the "
+      "without a planner's run shows -; LB is the lower bound of docs/design.md §5.2, LB* the "
       "tighter bound of docs/planners.md (unavoidable exchange, memory-forced recomputation or "
       "splitting, and the memory of the round that holds the longest sequence); plan ms is the "
       "mean wall time of one nsp_plan_create on one core.")

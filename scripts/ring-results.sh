@@ -87,7 +87,7 @@ def top_degree(plan):
 
 def longest_needs_more(plan):
     """The v1 bound is set by the longest sequence alone at the largest
-    Ulysses degree (term (b) of DESIGN 5.2 above term (a)): no Ulysses plan
+    Ulysses degree (term (b) of docs/design.md §5.2 above term (a)): no Ulysses plan
     can balance that batch."""
     m, c, lens = plan["model"], plan["cluster"], plan["seq_lens"]
     h, nq, nkv, dh = m["hidden"], m["q_heads"], m["kv_heads"], m["head_dim"]

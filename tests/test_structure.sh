@@ -10,13 +10,17 @@ script=$top_srcdir/scripts/check-structure.py
 out=$(mktemp) || exit 1
 trap 'rm -f "$out"' EXIT
 
-structure() { # structure WHAT: run one check, its report as TAP comments
-    "$py" "$script" --build "$top_builddir" --only "$1" --except src/planner >"$out" 2>&1
+structure() { # structure WHAT [--except FILE]: one check, its report as TAP comments
+    what=$1
+    shift
+    "$py" "$script" --build "$top_builddir" --only "$what" "$@" >"$out" 2>&1
     rc=$?
     sed 's/^/# /' "$out"
     return $rc
 }
 check "no call cycle among the objects of src/" structure cycles
-check "no function of src/ over 120 lines, median at most 15" structure functions
+# Left: the MILP model builder's two long functions (round_model, map_solution).
+check "no function of src/ over 120 lines (but src/planner/milp.c), median at most 15" \
+    structure functions --except src/planner/milp.c
 echo "1..$n"
 exit $fail

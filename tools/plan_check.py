@@ -2,10 +2,10 @@
 """Independent checker of nspcomm plans (Python 3, standard library only).
 
 Re-derives every predicted number of a plan -- step_s, rank_s, rank_mem_bytes,
-lower_bound_s, round_s (the fixed cost of a round) -- from the plan's JSON alone, with the formulas of DESIGN.md
+lower_bound_s, round_s (the fixed cost of a round) -- from the plan's JSON alone, with the formulas of docs/design.md
 section 5.1 and, for groups with a ring degree ("ring" > 1) and plans made
 with rings allowed (flag 4), of docs/cost-model.md, written out here from the
-text (not ported from the C code), and checks the plan's invariants (DESIGN
+text (not ported from the C code), and checks the plan's invariants (docs/design.md
 section 8):
 
   * every sequence appears in exactly one group of one round;
@@ -37,7 +37,7 @@ B = 2.0  # bytes per activation element (bf16)
 FLAG_RING = 4  # plan flag: planned with rings allowed (docs/cost-model.md section 4)
 RING_BUFFERS = 5  # KV-block buffers a ring rank holds at peak (docs/cost-model.md)
 
-# DESIGN 5.1 preset tables, used only for the reference vectors (a plan
+# docs/design.md §5.1 preset tables, used only for the reference vectors (a plan
 # carries its own model and cluster numbers).
 MODEL_PRESETS = {
     #                   L   h     n_q n_kv d_h  f          E    k  P
@@ -54,7 +54,7 @@ CLUSTER_PRESETS = {
 
 
 class Model:
-    """The cost model of DESIGN 5.1 for one (model, cluster) pair."""
+    """The cost model of docs/design.md §5.1 for one (model, cluster) pair."""
 
     def __init__(self, m, c):
         self.L = m["layers"]
@@ -303,7 +303,7 @@ class Checker:
     # -- the cost model -----------------------------------------------------
 
     def evaluate(self, where, plan, cm):
-        """Per DESIGN 5.1: per round, per rank g: C_g (compute, x4/3 where
+        """Per docs/design.md §5.1: per round, per rank g: C_g (compute, x4/3 where
         recomputed, plus ep_bytes(tokens_g)/B_intra), K_g (per group with
         d > 1 that holds sequences: bytes (x3/2 where recomputed) / B(d)
         + 4*a(d)); pipelined groups overlap compute: max(C, K) + (1-eta)
@@ -474,7 +474,7 @@ def main(argv):
     ap.add_argument("files", nargs="*", help="nspcomm-plan-v1 or nspcomm-sim-v1 JSON files")
     ap.add_argument("--tol", type=float, default=1e-9, help="relative tolerance (1e-9)")
     ap.add_argument("--vectors", help="check the cost model against costmodel-vectors.json")
-    ap.add_argument("--example", help="with --vectors: the DESIGN 8 example plan to evaluate")
+    ap.add_argument("--example", help="with --vectors: the docs/design.md §8 example plan to evaluate")
     ap.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     args = ap.parse_args(argv)
     if not args.files and not args.vectors:

@@ -57,7 +57,8 @@ class Model(ctypes.Structure):
 class Cluster(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * 64), ("ranks", c_int), ("ranks_per_node", c_int)] + [
         (k, c_double) for k in ("mem_bytes", "workspace_bytes", "gemm_flops", "attn_flops",
-                                "bw_intra", "bw_inter", "lat_intra", "lat_inter", "overlap")]
+                                "bw_intra", "bw_inter", "lat_intra", "lat_inter", "overlap",
+                                "round_fixed_s")]
 
 
 class PlanGroup(ctypes.Structure):
@@ -71,7 +72,8 @@ class PlanRound(ctypes.Structure):
 
 class PlanPrediction(ctypes.Structure):
     _fields_ = [("step_s", c_double), ("lower_bound_s", c_double), ("plan_ms", c_double),
-                ("rank_s", P(c_double)), ("rank_mem_bytes", P(c_double))]
+                ("rank_s", P(c_double)), ("rank_mem_bytes", P(c_double)),
+                ("round_s", c_double)]
 
 
 class PlanC(ctypes.Structure):
@@ -84,7 +86,8 @@ class PlanC(ctypes.Structure):
 class PlannerParams(ctypes.Structure):
     _fields_ = [("field_mask", c_uint64), ("kind", c_int), ("static_degree", c_int),
                 ("static_recompute", c_int), ("time_limit_s", c_double), ("nlevels", c_int),
-                ("level_degrees", P(c_int)), ("max_rounds", c_int), ("enable_ring", c_int)]
+                ("level_degrees", P(c_int)), ("max_rounds", c_int), ("enable_ring", c_int),
+                ("max_seqlen_per_rank", c_int64)]
 
 
 class UniqueId(ctypes.Structure):
@@ -130,12 +133,19 @@ class A2aParams(ctypes.Structure):
     _fields_ = [("field_mask", c_uint64), ("direction", c_int), ("heads", c_int),
                 ("head_dim", c_int), ("elem_size", c_size_t), ("src", c_void_p),
                 ("dst", c_void_p), ("stream", c_void_p), ("replicas", c_int),
-                ("serial", c_int), ("check", c_int), ("mapped", c_int)]
+                ("serial", c_int), ("check", c_int), ("mapped", c_int),
+                ("src_bytes", c_size_t), ("dst_bytes", c_size_t)]
+
+
+class AttnBytes(ctypes.Structure):
+    _fields_ = [(k, c_size_t) for k in ("q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv",
+                                        "delta")]
 
 
 class AttnParams(ctypes.Structure):
     _fields_ = [("q_heads", c_int), ("kv_heads", c_int), ("head_dim", c_int),
-                ("scale", c_float), ("causal", c_int)]
+                ("scale", c_float), ("causal", c_int), ("field_mask", c_uint64),
+                ("bytes", AttnBytes)]
 
 
 class AttnBatch(ctypes.Structure):

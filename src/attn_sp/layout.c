@@ -1,5 +1,5 @@
 /*
- * Layouts: per-rank, per-round chunk positions from a plan (DESIGN §6).
+ * Layouts: per-rank, per-round chunk positions from a plan (docs/design.md §6).
  * The rules (levels, chunks, both buffer layouts) are documented with the
  * public API in include/nspcomm.h section 7.
  */

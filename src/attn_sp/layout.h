@@ -1,5 +1,5 @@
 /*
- * Layouts (DESIGN §6): for one rank and one round of a plan, which chunks of
+ * Layouts (docs/design.md §6): for one rank and one round of a plan, which chunks of
  * which sequences the rank holds, per level, and where they sit in the
  * sequence-sharded and head-sharded buffers. Pure index math: no transport.
  *

@@ -1,4 +1,4 @@
-# src/attn_sp (see DESIGN.md §3): layouts, host pack/unpack and the nested
+# src/attn_sp (see docs/design.md §3): layouts, host pack/unpack and the nested
 # variable-length all-to-all. The attention files are in attention.mk.
 if NSP_COMM
 libnspcomm_la_SOURCES += \

@@ -1,5 +1,5 @@
 /*
- * The nested variable-length all-to-all on the host (DESIGN §6): per-level
+ * The nested variable-length all-to-all on the host (docs/design.md §6): per-level
  * step queues (src/streams), host pack/unpack (pack.c), and one transport
  * exchange per level of degree > 1. See nested_a2a.h for the steps.
  */

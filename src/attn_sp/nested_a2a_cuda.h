@@ -16,7 +16,7 @@
  *   record this post's event of level l
  *
  * all enqueued by the call, in ascending level order (the agreed order of
- * DESIGN §4), so every level is in flight at return (serial mode: level
+ * docs/design.md §4), so every level is in flight at return (serial mode: level
  * l+1's stream also waits for level l's event). Level l's request completes
  * when its event fired and its transport requests did: then dst holds the
  * level's block. Testing any request polls every level (the host

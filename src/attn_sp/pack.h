@@ -1,5 +1,5 @@
 /*
- * Host pack/unpack of one level of the nested all-to-all (DESIGN §6).
+ * Host pack/unpack of one level of the nested all-to-all (docs/design.md §6).
  *
  * Units: a "row" is one head vector of D elements, row_bytes = D * elem_size
  * bytes; rows are copied whole with memcpy. Shapes, for one level of degree

@@ -1,4 +1,4 @@
-# src/nested_groups (DESIGN §1, §4, §6): the nested tree of sub-communicators
+# src/nested_groups (docs/design.md §1, §4, §6): the nested tree of sub-communicators
 # and the ring exchange on its levels.
 if NSP_COMM
 libnspcomm_la_SOURCES += \

@@ -103,7 +103,7 @@ nsp_status_t nsp_tree_create(nsp_comm_t *world, const int *degrees, int nlevels,
     }
     tree->world   = world;
     tree->nlevels = nlevels;
-    /* Ascending, on every rank: the agreed order of DESIGN §4. */
+    /* Ascending, on every rank: the agreed order of docs/design.md §4. */
     for (int l = 0; l < nlevels; ++l) {
         tree->degree[l] = degrees[l];
         tree->rank0[l]  = nsp_tree_group_rank0(world->rank, degrees[l]);

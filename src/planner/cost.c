@@ -1,4 +1,4 @@
-/* The reference cost model v1 (DESIGN §5.1); see cost.h for units. */
+/* The reference cost model v1 (docs/design.md §5.1); see cost.h for units. */
 #include "planner/cost.h"
 #include "common/log.h"
 

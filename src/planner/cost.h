@@ -1,5 +1,5 @@
 /*
- * The reference cost model v1 (DESIGN §5.1), as pure functions.
+ * The reference cost model v1 (docs/design.md §5.1), as pure functions.
  *
  * Units: every time is seconds PER LAYER PER RANK unless a name says _step;
  * bytes are bytes per layer per rank; s is a sequence length in tokens and

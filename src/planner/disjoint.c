@@ -1,5 +1,5 @@
 /*
- * The disjoint planner (DESIGN §5.2): FlexSP's formulation. Each round cuts
+ * The disjoint planner (docs/design.md §5.2): FlexSP's formulation. Each round cuts
  * the ranks into disjoint aligned groups of the tree's degrees (1, 2, 4, ...)
  * and assigns every sequence of the round to one group, minimising the
  * slowest group under the memory limit. A group's ranks hold only that group,

@@ -1,6 +1,6 @@
 /*
- * Evaluate a plan with the cost model (DESIGN §5.1) and the lower bound
- * (DESIGN §5.2). Per layer per rank inside, times L for a step.
+ * Evaluate a plan with the cost model (docs/design.md §5.1) and the lower bound
+ * (docs/design.md §5.2). Per layer per rank inside, times L for a step.
  */
 #include "planner/plan_internal.h"
 #include "common/log.h"

@@ -1,4 +1,4 @@
-# src/planner: pure C, no transport, no hwloc (DESIGN §3, §5).
+# src/planner: pure C, no transport, no hwloc (docs/design.md §3, §5).
 libnspcomm_planner_la_SOURCES += \
 	src/planner/cost.c \
 	src/planner/presets.c \

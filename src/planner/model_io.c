@@ -1,7 +1,7 @@
 /*
  * Model and cluster descriptions from JSON (nsp_model_load, nsp_cluster_load)
  * and their JSON form in plans. The keys are those of the plan format's
- * "model" and "cluster" objects (DESIGN §8); "base" starts from a preset so
+ * "model" and "cluster" objects (docs/design.md §8); "base" starts from a preset so
  * an infra team's file can hold only what it measured.
  */
 #include "planner/planner_io.h"

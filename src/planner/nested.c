@@ -1,5 +1,5 @@
 /*
- * The nested planner (DESIGN §5.2): NSP tree routing. The routing engine is
+ * The nested planner (docs/design.md §5.2): NSP tree routing. The routing engine is
  * route.c (shared with the disjoint planner's greedy); this file runs it in
  * nested mode and turns its assignment into a plan whose groups nest and
  * align, with a group pipelined where each of its ranks holds another level.

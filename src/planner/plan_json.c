@@ -1,5 +1,5 @@
 /*
- * Plans as JSON: "nspcomm-plan-v1" (DESIGN §8) plus "flags" (NSP_PLAN_FLAG_*
+ * Plans as JSON: "nspcomm-plan-v1" (docs/design.md §8) plus "flags" (NSP_PLAN_FLAG_*
  * bits) and a per-group "ring" written only when it is not 1. Doubles are
  * written with %.17g, so a plan read back evaluates to the same prediction
  * bit for bit.

@@ -1,6 +1,6 @@
 /*
  * Internal helpers for the planner's files: model/cluster objects and plans
- * in JSON (DESIGN §8), shared by the loaders, the plan reader/writer and the
+ * in JSON (docs/design.md §8), shared by the loaders, the plan reader/writer and the
  * simulator (which embeds plans in its own JSON).
  */
 #ifndef NSP_PLANNER_PLANNER_IO_H_
@@ -11,7 +11,7 @@
 
 /**
  * Fill *model from a JSON object with the keys of the plan format's "model"
- * object (DESIGN §8). "base" names a preset the other keys override; without
+ * object (docs/design.md §8). "base" names a preset the other keys override; without
  * it every key but "name" is required. `default_name` is used when "name" is
  * absent (NULL: "name" is required too). Keys starting with '_' and "about",
  * "source", "sources", "comment" are ignored; any other key is an error.

@@ -1,6 +1,6 @@
 /*
  * Internal interface between nsp_plan_create() (planner.c) and the
- * planners: static.c, disjoint.c, nested.c (DESIGN §5.2) and the megatron
+ * planners: static.c, disjoint.c, nested.c (docs/design.md §5.2) and the megatron
  * baseline, megatron.c.
  *
  * nsp_plan_create() validates the input once, resolves the parameters to

@@ -1,5 +1,5 @@
 /*
- * Built-in model and cluster presets of DESIGN §5.1: one table each, every
+ * Built-in model and cluster presets of docs/design.md §5.1: one table each, every
  * number with its source. Infra teams replace them with measured numbers via
  * nsp_model_load() / nsp_cluster_load().
  */
@@ -31,7 +31,7 @@ static const nsp_model_t model_presets[] = {
 };
 
 /*
- * Clusters (per rank = per GPU), the table of DESIGN §5.1:
+ * Clusters (per rank = per GPU), the table of docs/design.md §5.1:
  *  - R_gemm 450e12: the team's effective rate, a bit under half of the H100
  *    SXM dense bf16 peak of 989 TFLOP/s. R_attn 550e12: FlashAttention-3
  *    reaches 550-620 TFLOP/s on H100 at long lengths (low end taken).

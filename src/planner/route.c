@@ -1,5 +1,5 @@
 /*
- * The routing engine: the nested planner (NSP tree routing, DESIGN §5.2) and,
+ * The routing engine: the nested planner (NSP tree routing, docs/design.md §5.2) and,
  * in disjoint mode, a greedy of the disjoint planner. docs/planners.md has
  * the full description; in short:
  *

@@ -1,5 +1,5 @@
 /*
- * The static planner (DESIGN §5.2): one degree d for the whole batch, the
+ * The static planner (docs/design.md §5.2): one degree d for the whole batch, the
  * ranks cut into N/d consecutive groups, full recomputation or none.
  *
  * For one (d, recompute) configuration a sequence costs its group a fixed

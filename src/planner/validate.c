@@ -1,5 +1,5 @@
 /*
- * nsp_plan_validate: the invariants of a plan (DESIGN §8), each with a
+ * nsp_plan_validate: the invariants of a plan (docs/design.md §8), each with a
  * message that names the invariant and where it breaks.
  *
  *  1. inputs: lengths > 0, a model and cluster the cost model accepts;

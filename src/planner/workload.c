@@ -1,5 +1,5 @@
 /*
- * Workloads (DESIGN §5.3): length files, one document length per line, and
+ * Workloads (docs/design.md §5.3): length files, one document length per line, and
  * the seeded batch sampler. The generator is splitmix64 (pure uint64
  * arithmetic), so a (seed, batch) pair gives the same batch on every platform.
  */

@@ -1,6 +1,6 @@
 /*
  * Level queues: the host machinery that keeps several levels of a nested
- * exchange in flight and completes them one by one (DESIGN §6, pipelining).
+ * exchange in flight and completes them one by one (docs/design.md §6, pipelining).
  *
  * Each level has one queue of steps run in order. A step is a function that
  * is polled until it says it is done: it returns NSP_OK (done: the queue
@@ -17,7 +17,7 @@
  * so completion per level is "queue empty" in both cases.
  *
  * Ordering. Steps of all levels are started in ascending level order, the
- * one agreed order of DESIGN §4: in one progress call, level l's head step
+ * one agreed order of docs/design.md §4: in one progress call, level l's head step
  * is polled before level l+1's. In NSP_LEVELS_PIPELINED mode every level
  * starts at once (its first step runs in the first progress call); in
  * NSP_LEVELS_SERIAL mode level l+1 starts only once level l is complete

@@ -1,4 +1,4 @@
-# src/streams (see DESIGN.md §3): per-level progress queues for pipelined
+# src/streams (see docs/design.md §3): per-level progress queues for pipelined
 # levels (host); the CUDA version (one stream + event per level) plugs into
 # the same step model.
 if NSP_COMM

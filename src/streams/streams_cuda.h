@@ -1,6 +1,6 @@
 /*
  * CUDA streams per level (CUDA builds): the device side of inter-level
- * pipelining (DESIGN §6). Level l of a nested exchange runs on its own
+ * pipelining (docs/design.md §6). Level l of a nested exchange runs on its own
  * stream, so level l's pack -> NCCL exchange -> unpack completes on its own
  * while level l+1's is still in flight, and a caller computes on a level
  * as soon as its event fired.

@@ -1,5 +1,5 @@
 /*
- * Suggested level degrees of the nested tree (DESIGN §1, §2): a pure function
+ * Suggested level degrees of the nested tree (docs/design.md §1, §2): a pure function
  * of the rank count, the node block and the NVLink domain size.
  *
  * A level of degree d groups ranks [k*d, (k+1)*d). The degrees ascend from 1,

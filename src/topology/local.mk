@@ -1,4 +1,4 @@
-# src/topology (see DESIGN.md §3): hwloc discovery of this host, host
+# src/topology (see docs/design.md §3): hwloc discovery of this host, host
 # identities and rank placement, suggested level degrees; perf/nsp_topo.
 if NSP_COMM
 libnspcomm_la_SOURCES += \

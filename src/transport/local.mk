@@ -1,4 +1,4 @@
-# src/transport (DESIGN §3, §4): the internal transport interface, the UCX
+# src/transport (docs/design.md §3, §4): the internal transport interface, the UCX
 # backend, bootstrap (TCP rendezvous, out-of-band callbacks), requests and the
 # public communicator.
 if NSP_COMM

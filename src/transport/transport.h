@@ -27,7 +27,7 @@
  *   - Collectives on one communicator (split, allgather, barrier, every
  *     alltoallv) are posted by all its ranks in the same order; communicators
  *     sharing ranks (the levels of a tree) are driven in one agreed order,
- *     level by level (DESIGN §4), or NCCL may deadlock.
+ *     level by level (docs/design.md §4), or NCCL may deadlock.
  *   - `stream` is a cudaStream_t for a stream-ordered backend (NCCL: the post
  *     enqueues onto the stream and records an event; test queries the event).
  *     Host backends require stream == NULL and return NSP_ERR_UNSUPPORTED

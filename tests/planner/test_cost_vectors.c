@@ -1,7 +1,7 @@
 /*
  * The cost model against the team's independent reference values
  * (tests/planner/data/costmodel-vectors.json, a copy of shared/): all cases,
- * every quantity, and the DESIGN §8 example plan's step time and lower bound.
+ * every quantity, and the docs/design.md §8 example plan's step time and lower bound.
  */
 #include "common/json.h"
 #include "common/log.h"
@@ -66,7 +66,7 @@ static void check_design_example(const nsp_json_t *root)
     double            lb = 0.0;
 
     if (!tap_ok(text != NULL && nsp_plan_read_json(text, &plan) == NSP_OK,
-                "the DESIGN §8 example plan reads")) {
+                "the docs/design.md §8 example plan reads")) {
         tap_diag("%s", nsp_last_error());
         free(text);
         return;

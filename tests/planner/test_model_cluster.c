@@ -46,13 +46,13 @@ static void test_presets(void)
     nsp_model_preset("qwen3-30b-a3b", &m);
     tap_ok(m.layers == 48 && m.hidden == 2048 && m.q_heads == 32 && m.kv_heads == 4 &&
            m.head_dim == 128 && m.ffn == 6144 && m.experts == 128 && m.topk == 8 &&
-           m.params == 30.5e9, "qwen3-30b-a3b has the numbers of DESIGN §5.1");
+           m.params == 30.5e9, "qwen3-30b-a3b has the numbers of docs/design.md §5.1");
     tap_is_int(nsp_model_preset("gpt-5", &m), NSP_ERR_NOT_FOUND, "unknown model preset");
     tap_ok(msg_has("gpt-5") && msg_has("qwen3-30b-a3b") && msg_has("qwen3-235b-a22b") &&
            msg_has("llama3-8b"), "the message names it and lists the known presets");
     tap_is_int(nsp_cluster_preset("h100", 64, &c), NSP_OK, "cluster preset h100 x 64");
     tap_ok(c.ranks == 64 && c.ranks_per_node == 8 && c.bw_intra == 300e9 && c.bw_inter == 45e9 &&
-           c.mem_bytes == 80.0 * 1073741824.0, "h100 has the numbers of DESIGN §5.1");
+           c.mem_bytes == 80.0 * 1073741824.0, "h100 has the numbers of docs/design.md §5.1");
     tap_is_int(nsp_cluster_preset("h800", 16, &c), NSP_OK, "cluster preset h800 x 16");
     tap_is_int(nsp_cluster_preset("a100", 64, &c), NSP_ERR_NOT_FOUND, "unknown cluster preset");
     tap_ok(msg_has("a100") && msg_has("h100") && msg_has("h800"),

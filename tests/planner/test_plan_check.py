@@ -154,7 +154,7 @@ def main():
     rc, out = check("--vectors", os.path.join(DATA, "costmodel-vectors.json"),
                     "--example", os.path.join(DATA, "design-example-plan.json"))
     ok(rc == 0, "the checker's own formulas reproduce all reference vectors and the "
-       "DESIGN example plan", out)
+       "design-document example plan", out)
 
     gen = program("tests/planner/gen_plans")
     if not ok(gen is not None, "tests/planner/gen_plans is built", BUILD):
@@ -265,7 +265,7 @@ def main():
            out)
     rc, out = check(os.path.join(DATA, "design-example-plan.json"))
     ok(rc == 1 and "17.226203645" in out,
-       "the DESIGN example's rounded stored step_s (17.226) is flagged with the exact value")
+       "the design document's example's rounded stored step_s (17.226) is flagged with the exact value")
     rc, out = check(os.path.join(tmp, "nonexistent.json"))
     ok(rc == 2, "an unreadable file exits 2", out)
 

@@ -157,7 +157,7 @@ static void test_format_details(void)
            strstr(text, "{\"rank0\": ") && strstr(text, "\"step_s\": ") &&
            strstr(text, "\"rank_s\": [") && strstr(text, "\"rank_mem_bytes\": [") &&
            strstr(text, "\"lower_bound_s\": ") && strstr(text, "\"plan_ms\": "),
-           "it has the fields of DESIGN §8 (plus flags)");
+           "it has the fields of docs/design.md §8 (plus flags)");
     tap_ok(ring1 && strstr(text, "\"ring\"") == NULL, "ring 1 is not written");
     free(text);
     plan->predicted.step_s = NAN;
@@ -168,7 +168,7 @@ static void test_format_details(void)
     tap_is_int(nsp_plan_write_json(NULL, stdout), NSP_ERR_INVALID_ARG, "NULL plan");
 }
 
-/* The DESIGN §8 example, edited by `from` -> `to`, read back. */
+/* The docs/design.md §8 example, edited by `from` -> `to`, read back. */
 static nsp_status_t read_edited(const char *from, const char *to, nsp_plan_t **plan)
 {
     char        *text = rp_read_text(rp_srcdir_path("tests/planner/data/design-example-plan.json"));

@@ -1,4 +1,4 @@
-/* Length files and the batch sampler (DESIGN §5.3). */
+/* Length files and the batch sampler (docs/design.md §5.3). */
 #include "common/log.h"
 #include "random_plan.h"
 #include "tap.h"

@@ -89,7 +89,7 @@ static int fail(char *why, size_t len, const char *fmt, ...)
 
 /* A group of d ranks with ring degree `ring`: d = u * ring, u a Ulysses
  * degree (u <= n_q, n_q % u == 0, and the KV heads shard over u ranks:
- * n_kv % u == 0 or u % n_kv == 0); ring 1 is DESIGN §5.1's d | n_q. */
+ * n_kv % u == 0 or u % n_kv == 0); ring 1 is docs/design.md §5.1's d | n_q. */
 static int degree_ok(const nsp_plan_t *p, int d, int ring)
 {
     const int u = ring >= 1 ? d / ring : 0;
@@ -109,7 +109,7 @@ static double ring_buffer_bytes(const nsp_model_t *m, int d, int ring)
     return ring > 1 ? 5.0 * u * 2.0 * ((double)kv / u) * m->head_dim * 2.0 : 0.0;
 }
 
-/* Activation bytes per token (DESIGN §5.1), kept or recomputed. */
+/* Activation bytes per token (docs/design.md §5.1), kept or recomputed. */
 static double act_bytes(const nsp_model_t *m, int recompute)
 {
     const double keep = m->layers * 2.0 *

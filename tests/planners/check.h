@@ -1,6 +1,6 @@
 /*
  * Helpers of the planner tests (tests/planners/): random long-tailed batches
- * and an independent check of a plan's invariants (written from DESIGN §5.1
+ * and an independent check of a plan's invariants (written from docs/design.md §5.1
  * and §8 alone, not from the planner's code).
  */
 #ifndef NSP_TESTS_PLANNERS_CHECK_H_

@@ -3,7 +3,7 @@
  * short sequences only, memory-forced rounds, other models and clusters.
  * Checks the shape of the plans (degrees, rounds, recomputation, pipelining)
  * and their gap to the lower bound, against numbers derived by hand from the
- * cost model of DESIGN §5.1.
+ * cost model of docs/design.md §5.1.
  */
 #include "check.h"
 #include "tap.h"
