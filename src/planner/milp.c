@@ -515,20 +515,11 @@ static void make_buckets(dj_round_t *R, double zinc)
     R->nb = nb;
 }
 
-/* Fill the model of one round; zinc is the greedy's round time (with a
- * little room: the model's bucket means differ from exact lengths). */
-static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t *p)
+/* The model's group types: every level degree, without and (with_rc) with
+ * recomputation. */
+static void model_types(dj_round_t *R, int with_rc)
 {
-    /* Units inside the model: time in greedy round times (zinc), memory in a
-     * rank's activation budget: coefficients near 1 keep the LP well scaled
-     * (bytes next to seconds made Clp cycle). */
-    const double zcap = 1.10;
     const nsp_planner_input_t *in = R->in;
-    const nsp_cost_t          *cost = &in->cost;
-    const int                  N = cost->cluster.ranks;
-    int                       *idx = NULL;
-    double                    *val = NULL;
-    int                        cap_nz;
 
     R->ntypes = 0;
     for (int v = 0; v <= with_rc; ++v) {
@@ -538,6 +529,18 @@ static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t 
             R->ntypes++;
         }
     }
+}
+
+/* Per bucket b and type t ([nb][ntypes]): mean time bt (in zinc units),
+ * memory bm (a rank's budget: the largest member for small integer buckets,
+ * else the mean) and bmax; then how many groups of each type the model may
+ * open (gfirst, gcount). 0, or -1 when out of memory. */
+static int model_buckets(dj_round_t *R, double zinc)
+{
+    const nsp_planner_input_t *in   = R->in;
+    const nsp_cost_t          *cost = &in->cost;
+    const int                  N    = cost->cluster.ranks;
+
     R->bcount = calloc((size_t)R->nb, sizeof(int));
     R->bt     = calloc((size_t)R->nb * (size_t)R->ntypes, sizeof(double));
     R->bm     = calloc((size_t)R->nb * (size_t)R->ntypes, sizeof(double));
@@ -547,7 +550,7 @@ static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t 
     if (R->bcount == NULL || R->bt == NULL || R->bm == NULL || R->bmax == NULL ||
         R->gfirst == NULL ||
         R->gcount == NULL) {
-        goto err_no_memory;
+        return -1;
     }
     for (int q = 0; q < R->m; ++q) {
         const int    b = R->bucket[q];
@@ -576,28 +579,42 @@ static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t 
         R->gcount[t] = N / R->tdeg[t] < usable ? N / R->tdeg[t] : usable;
         R->ngroups  += R->gcount[t];
     }
+    return 0;
+}
+
+/* The column maps (ycol, gtype, xcol) and a row buffer idx/val wide enough
+ * for the widest row; 0, or -1 when out of memory (*idx, *val set anyway). */
+static int model_scratch(dj_round_t *R, int **idx, double **val)
+{
+    int cap_nz = 2 * R->nb + 4;
+    int most   = 0; /* the widest row: a bucket over all groups */
+
     R->ycol  = malloc(sizeof(int) * (size_t)(R->ngroups > 0 ? R->ngroups : 1));
     R->gtype = malloc(sizeof(int) * (size_t)(R->ngroups > 0 ? R->ngroups : 1));
     R->xcol  = malloc(sizeof(int) * (size_t)R->nb * (size_t)(R->ngroups > 0 ? R->ngroups : 1));
-    cap_nz   = 2 * R->nb + 4;
     if (cap_nz < R->ngroups + 4) {
         cap_nz = R->ngroups + 4;
     }
-    {
-        int most = 0;   /* the widest row: a bucket over all groups */
-        for (int t = 0; t < R->ntypes; ++t) {
-            most += R->gcount[t];
-        }
-        if (cap_nz < most + 4) {
-            cap_nz = most + 4;
-        }
+    for (int t = 0; t < R->ntypes; ++t) {
+        most += R->gcount[t];
     }
-    idx = malloc(sizeof(int) * (size_t)cap_nz);
-    val = malloc(sizeof(double) * (size_t)cap_nz);
-    if (R->ycol == NULL || R->gtype == NULL || R->xcol == NULL || idx == NULL || val == NULL) {
-        goto err_no_memory;
+    if (cap_nz < most + 4) {
+        cap_nz = most + 4;
     }
-    /* columns: z, then per group y and its x */
+    *idx = malloc(sizeof(int) * (size_t)cap_nz);
+    *val = malloc(sizeof(double) * (size_t)cap_nz);
+    return R->ycol == NULL || R->gtype == NULL || R->xcol == NULL || *idx == NULL ||
+                   *val == NULL
+               ? -1
+               : 0;
+}
+
+/* Columns: z, then per group y and its x (one per bucket that fits). 0 or -1. */
+static int model_columns(dj_round_t *R, double zinc, double zcap, milp_t *p)
+{
+    const nsp_cost_t *cost = &R->in->cost;
+    const int         N    = cost->cluster.ranks;
+
     R->zcol = milp_col(p, 0.0, MILP_INF, 1.0, 0);
     for (int t = 0; t < R->ntypes; ++t) {
         const double lat = nsp_dj_group_lat(cost, R->tdeg[t]) / zinc;
@@ -607,7 +624,7 @@ static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t 
             R->gtype[g] = t;
             R->ycol[g]  = milp_col(p, 0.0, 1.0, area * lat, 1);
             if (R->ycol[g] < 0) {
-                goto err_no_memory;
+                return -1;
             }
             for (int b = 0; b < R->nb; ++b) {
                 const double tb = R->bt[b * R->ntypes + t];
@@ -616,14 +633,20 @@ static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t 
                     c = milp_col(p, 0.0, R->bcount[b], area * tb,
                                  R->bcount[b] <= DJ_MILP_INT_COUNT);
                     if (c < 0) {
-                        goto err_no_memory;
+                        return -1;
                     }
                 }
                 R->xcol[(size_t)b * R->ngroups + g] = c;
             }
         }
     }
-    /* every sequence placed */
+    return 0;
+}
+
+/* Rows: every sequence placed. 0, -1 (no memory), or 1 when a bucket has no
+ * group it fits (the model is infeasible). */
+static int model_rows_placed(dj_round_t *R, milp_t *p, int *idx, double *val)
+{
     for (int b = 0; b < R->nb; ++b) {
         int nz = 0;
         for (int g = 0; g < R->ngroups; ++g) {
@@ -634,127 +657,194 @@ static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t 
             }
         }
         if (nz == 0) {
-            free(idx);
-            free(val);
-            return NSP_ERR_INFEASIBLE;   /* quiet: the caller keeps the greedy */
+            return 1;
         }
         if (!milp_row(p, nz, idx, val, R->bcount[b], R->bcount[b])) {
-            goto err_no_memory;
+            return -1;
         }
     }
-    /* per group: time <= z, memory, singletons, symmetry */
-    for (int g = 0; g < R->ngroups; ++g) {
-        const int    t = R->gtype[g];
-        const double lat = nsp_dj_group_lat(cost, R->tdeg[t]) / zinc;
-        int          nz = 0, nzm = 0;
-        for (int b = 0; b < R->nb; ++b) {
-            const int c = R->xcol[(size_t)b * R->ngroups + g];
-            if (c >= 0) {
-                idx[nz] = c;
-                val[nz++] = R->bt[b * R->ntypes + t];
-            }
+    return 0;
+}
+
+/* Group g's rows of time <= z and <= zcap (when open); 0 or -1. */
+static int model_rows_time(dj_round_t *R, milp_t *p, int g, double lat, double zcap, int *idx,
+                           double *val)
+{
+    const int t  = R->gtype[g];
+    int       nz = 0;
+
+    for (int b = 0; b < R->nb; ++b) {
+        const int c = R->xcol[(size_t)b * R->ngroups + g];
+        if (c >= 0) {
+            idx[nz] = c;
+            val[nz++] = R->bt[b * R->ntypes + t];
         }
-        idx[nz] = R->ycol[g];
-        val[nz++] = lat;
-        idx[nz] = R->zcol;
-        val[nz++] = -1.0;
-        if (!milp_row(p, nz, idx, val, -MILP_INF, 0.0)) {
-            goto err_no_memory;
+    }
+    idx[nz] = R->ycol[g];
+    val[nz++] = lat;
+    idx[nz] = R->zcol;
+    val[nz++] = -1.0;
+    if (!milp_row(p, nz, idx, val, -MILP_INF, 0.0)) {
+        return -1;
+    }
+    val[nz - 2] = lat - zcap;   /* same terms: T[g] - zcap * y[g] <= 0 */
+    return milp_row(p, nz - 1, idx, val, -MILP_INF, 0.0) ? 0 : -1;
+}
+
+/* Group g's memory row and its singletons (a lone sequence opens g); 0 or -1. */
+static int model_rows_memory(dj_round_t *R, milp_t *p, int g, int *idx, double *val)
+{
+    const int t   = R->gtype[g];
+    int       nzm = 0;
+
+    for (int b = 0; b < R->nb; ++b) {
+        const int c = R->xcol[(size_t)b * R->ngroups + g];
+        if (c >= 0) {
+            idx[nzm] = c;
+            val[nzm++] = R->bm[b * R->ntypes + t];
         }
-        val[nz - 2] = lat - zcap;   /* same terms: T[g] - zcap * y[g] <= 0 */
-        if (!milp_row(p, nz - 1, idx, val, -MILP_INF, 0.0)) {
-            goto err_no_memory;
-        }
-        for (int b = 0; b < R->nb; ++b) {
-            const int c = R->xcol[(size_t)b * R->ngroups + g];
-            if (c >= 0) {
-                idx[nzm] = c;
-                val[nzm++] = R->bm[b * R->ntypes + t];
-            }
-        }
-        idx[nzm] = R->ycol[g];
-        val[nzm++] = -1.0;
-        if (!milp_row(p, nzm, idx, val, -MILP_INF, 0.0)) {
-            goto err_no_memory;
-        }
-        for (int b = 0; b < R->nb; ++b) {
-            const int c = R->xcol[(size_t)b * R->ngroups + g];
-            if (c >= 0 && R->bcount[b] == 1) {
-                int    ii[2] = {c, R->ycol[g]};
-                double vv[2] = {1.0, -1.0};
-                if (!milp_row(p, 2, ii, vv, -MILP_INF, 0.0)) {
-                    goto err_no_memory;
-                }
-            }
-        }
-        if (g + 1 < R->gfirst[t] + R->gcount[t]) {
-            int    ii[2] = {R->ycol[g], R->ycol[g + 1]};
+    }
+    idx[nzm] = R->ycol[g];
+    val[nzm++] = -1.0;
+    if (!milp_row(p, nzm, idx, val, -MILP_INF, 0.0)) {
+        return -1;
+    }
+    for (int b = 0; b < R->nb; ++b) {
+        const int c = R->xcol[(size_t)b * R->ngroups + g];
+        if (c >= 0 && R->bcount[b] == 1) {
+            int    ii[2] = {c, R->ycol[g]};
             double vv[2] = {1.0, -1.0};
-            if (!milp_row(p, 2, ii, vv, 0.0, MILP_INF)) {
-                goto err_no_memory;
-            }
-            /* T[g] - T[g+1] >= 0 */
-            nz = 0;
-            for (int b = 0; b < R->nb; ++b) {
-                const int c0 = R->xcol[(size_t)b * R->ngroups + g];
-                const int c1 = R->xcol[(size_t)b * R->ngroups + g + 1];
-                if (c0 >= 0) {
-                    idx[nz] = c0;
-                    val[nz++] = R->bt[b * R->ntypes + t];
-                }
-                if (c1 >= 0) {
-                    idx[nz] = c1;
-                    val[nz++] = -R->bt[b * R->ntypes + t];
-                }
-            }
-            idx[nz] = R->ycol[g];
-            val[nz++] = lat;
-            idx[nz] = R->ycol[g + 1];
-            val[nz++] = -lat;
-            if (!milp_row(p, nz, idx, val, 0.0, MILP_INF)) {
-                goto err_no_memory;
+            if (!milp_row(p, 2, ii, vv, -MILP_INF, 0.0)) {
+                return -1;
             }
         }
     }
-    /* the groups fit in N ranks */
+    return 0;
+}
+
+/* Symmetry between group g and the next of its type: y[g] >= y[g+1] and
+ * T[g] >= T[g+1]; 0 or -1. */
+static int model_rows_symmetry(dj_round_t *R, milp_t *p, int g, double lat, int *idx,
+                               double *val)
+{
+    const int t  = R->gtype[g];
+    int       ii[2] = {R->ycol[g], R->ycol[g + 1]};
+    double    vv[2] = {1.0, -1.0};
+    int       nz = 0;
+
+    if (!milp_row(p, 2, ii, vv, 0.0, MILP_INF)) {
+        return -1;
+    }
+    for (int b = 0; b < R->nb; ++b) {
+        const int c0 = R->xcol[(size_t)b * R->ngroups + g];
+        const int c1 = R->xcol[(size_t)b * R->ngroups + g + 1];
+        if (c0 >= 0) {
+            idx[nz] = c0;
+            val[nz++] = R->bt[b * R->ntypes + t];
+        }
+        if (c1 >= 0) {
+            idx[nz] = c1;
+            val[nz++] = -R->bt[b * R->ntypes + t];
+        }
+    }
+    idx[nz] = R->ycol[g];
+    val[nz++] = lat;
+    idx[nz] = R->ycol[g + 1];
+    val[nz++] = -lat;
+    return milp_row(p, nz, idx, val, 0.0, MILP_INF) ? 0 : -1;
+}
+
+/* Rows per group: time <= z, memory, singletons, symmetry; 0 or -1. */
+static int model_rows_groups(dj_round_t *R, milp_t *p, double zinc, double zcap, int *idx,
+                             double *val)
+{
+    const nsp_cost_t *cost = &R->in->cost;
+
+    for (int g = 0; g < R->ngroups; ++g) {
+        const int    t   = R->gtype[g];
+        const double lat = nsp_dj_group_lat(cost, R->tdeg[t]) / zinc;
+        if (model_rows_time(R, p, g, lat, zcap, idx, val) != 0 ||
+            model_rows_memory(R, p, g, idx, val) != 0) {
+            return -1;
+        }
+        if (g + 1 < R->gfirst[t] + R->gcount[t] &&
+            model_rows_symmetry(R, p, g, lat, idx, val) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Rows: the groups fit in N ranks, and their area in N ranks x z; 0 or -1. */
+static int model_rows_ranks(dj_round_t *R, milp_t *p, double zinc, int *idx, double *val)
+{
+    const nsp_cost_t *cost = &R->in->cost;
+    const int         N    = cost->cluster.ranks;
+    int              *aidx;
+    double           *aval;
+    int               nz = 0, ok;
+
     for (int g = 0; g < R->ngroups; ++g) {
         idx[g] = R->ycol[g];
         val[g] = R->tdeg[R->gtype[g]];
     }
     if (!milp_row(p, R->ngroups, idx, val, -MILP_INF, N)) {
-        goto err_no_memory;
+        return -1;
     }
-    /* the area of all groups fits in N ranks x z */
-    {
-        int    *aidx = malloc(sizeof(int) * ((size_t)p->ncols + 1));
-        double *aval = malloc(sizeof(double) * ((size_t)p->ncols + 1));
-        int     nz = 0, ok;
-        if (aidx == NULL || aval == NULL) {
-            free(aidx);
-            free(aval);
-            goto err_no_memory;
-        }
-        for (int g = 0; g < R->ngroups; ++g) {
-            const int t = R->gtype[g];
-            const int d = R->tdeg[t];
-            for (int b = 0; b < R->nb; ++b) {
-                const int c = R->xcol[(size_t)b * R->ngroups + g];
-                if (c >= 0) {
-                    aidx[nz] = c;
-                    aval[nz++] = d * R->bt[b * R->ntypes + t];
-                }
+    aidx = malloc(sizeof(int) * ((size_t)p->ncols + 1));
+    aval = malloc(sizeof(double) * ((size_t)p->ncols + 1));
+    ok   = aidx != NULL && aval != NULL;
+    for (int g = 0; ok && g < R->ngroups; ++g) {
+        const int t = R->gtype[g];
+        const int d = R->tdeg[t];
+        for (int b = 0; b < R->nb; ++b) {
+            const int c = R->xcol[(size_t)b * R->ngroups + g];
+            if (c >= 0) {
+                aidx[nz] = c;
+                aval[nz++] = d * R->bt[b * R->ntypes + t];
             }
-            aidx[nz] = R->ycol[g];
-            aval[nz++] = d * nsp_dj_group_lat(cost, d) / zinc;
         }
+        aidx[nz] = R->ycol[g];
+        aval[nz++] = d * nsp_dj_group_lat(cost, d) / zinc;
+    }
+    if (ok) {
         aidx[nz] = R->zcol;
         aval[nz++] = -(double)N;
         ok = milp_row(p, nz, aidx, aval, -MILP_INF, 0.0);
-        free(aidx);
-        free(aval);
-        if (!ok) {
-            goto err_no_memory;
-        }
+    }
+    free(aidx);
+    free(aval);
+    return ok ? 0 : -1;
+}
+
+/* Fill the model of one round; zinc is the greedy's round time (with a
+ * little room: the model's bucket means differ from exact lengths).
+ * NSP_ERR_INFEASIBLE (quiet: the caller keeps the greedy) when a bucket
+ * fits no group. */
+static nsp_status_t round_model(dj_round_t *R, int with_rc, double zinc, milp_t *p)
+{
+    /* Units inside the model: time in greedy round times (zinc), memory in a
+     * rank's activation budget: coefficients near 1 keep the LP well scaled
+     * (bytes next to seconds made Clp cycle). */
+    const double zcap = 1.10;
+    int         *idx  = NULL;
+    double      *val  = NULL;
+    int          rc;
+
+    model_types(R, with_rc);
+    if (model_buckets(R, zinc) != 0 || model_scratch(R, &idx, &val) != 0 ||
+        model_columns(R, zinc, zcap, p) != 0) {
+        goto err_no_memory;
+    }
+    rc = model_rows_placed(R, p, idx, val);
+    if (rc > 0) {
+        free(idx);
+        free(val);
+        return NSP_ERR_INFEASIBLE;
+    }
+    if (rc < 0 || model_rows_groups(R, p, zinc, zcap, idx, val) != 0 ||
+        model_rows_ranks(R, p, zinc, idx, val) != 0) {
+        goto err_no_memory;
     }
     free(idx);
     free(val);
@@ -882,140 +972,203 @@ out:
     return ok;
 }
 
-/* Map a solution to concrete sequences of round r in *a (rank0 from aligned
- * packing); returns the exact round time, or DBL_MAX if it does not map.
- * Longest first: a sequence of an integer bucket goes to the least loaded
- * group with a count left for it; one of a continuous bucket to the group
- * with the largest share of its bucket left that has memory for it. */
-static double map_solution(const dj_round_t *R, const double *x, double zinc, int r,
-                           nsp_route_assign_t *a)
-{
-    const nsp_planner_input_t *in = R->in;
-    const nsp_cost_t          *cost = &in->cost;
-    const int                  N = cost->cluster.ranks;
-    double                    *want = malloc(sizeof(double) * (size_t)R->nb * (size_t)R->ngroups);
-    double                    *load = calloc((size_t)R->ngroups, sizeof(double));
-    double                    *target = calloc((size_t)R->ngroups, sizeof(double));
-    double                    *mem = calloc((size_t)R->ngroups, sizeof(double));
-    int                       *used = malloc(sizeof(int) * (size_t)R->ngroups);
-    int                       *size = malloc(sizeof(int) * (size_t)R->ngroups);
-    int                       *rank0 = malloc(sizeof(int) * (size_t)R->ngroups);
-    int                       *slot = malloc(sizeof(int) * (size_t)R->ngroups);
-    int                       *gseq = malloc(sizeof(int) * (size_t)(R->m > 0 ? R->m : 1));
-    int                        nused = 0;
-    double                     worst = DBL_MAX;
+/* map_solution's work arrays, per group g of the model ([ngroups]) unless
+ * said: want[nb][ngroups] sequences still wanted per bucket, load (seconds),
+ * target (the solution's time), mem (bytes), used (open; later its index + 1
+ * into rank0), size/rank0/slot (the open groups packed), gseq[m] (each
+ * sequence's group). */
+typedef struct map_work {
+    double *want, *load, *target, *mem;
+    int    *used, *size, *rank0, *slot, *gseq;
+} map_work_t;
 
-    if (want == NULL || load == NULL || target == NULL || mem == NULL || used == NULL ||
-        size == NULL || rank0 == NULL || slot == NULL || gseq == NULL) {
-        goto out;
-    }
+static void map_work_free(map_work_t *w)
+{
+    free(w->want);
+    free(w->load);
+    free(w->target);
+    free(w->mem);
+    free(w->used);
+    free(w->size);
+    free(w->rank0);
+    free(w->slot);
+    free(w->gseq);
+}
+
+/* 0, or -1 when out of memory (free with map_work_free either way). */
+static int map_work_alloc(const dj_round_t *R, map_work_t *w)
+{
+    const size_t ng = (size_t)R->ngroups;
+
+    w->want   = malloc(sizeof(double) * (size_t)R->nb * ng);
+    w->load   = calloc(ng, sizeof(double));
+    w->target = calloc(ng, sizeof(double));
+    w->mem    = calloc(ng, sizeof(double));
+    w->used   = malloc(sizeof(int) * ng);
+    w->size   = malloc(sizeof(int) * ng);
+    w->rank0  = malloc(sizeof(int) * ng);
+    w->slot   = malloc(sizeof(int) * ng);
+    w->gseq   = malloc(sizeof(int) * (size_t)(R->m > 0 ? R->m : 1));
+    return w->want == NULL || w->load == NULL || w->target == NULL || w->mem == NULL ||
+                   w->used == NULL || w->size == NULL || w->rank0 == NULL ||
+                   w->slot == NULL || w->gseq == NULL
+               ? -1
+               : 0;
+}
+
+/* From the solution x: which groups are open, what each wants of each
+ * bucket (integer buckets rounded), and each group's target time. */
+static void map_targets(const dj_round_t *R, const double *x, double zinc, map_work_t *w)
+{
+    const nsp_cost_t *cost = &R->in->cost;
+
     for (int g = 0; g < R->ngroups; ++g) {
-        used[g]   = x[R->ycol[g]] > 0.5;
-        load[g]   = used[g] ? nsp_dj_group_lat(cost, R->tdeg[R->gtype[g]]) : 0.0;
-        target[g] = load[g];
+        w->used[g]   = x[R->ycol[g]] > 0.5;
+        w->load[g]   = w->used[g] ? nsp_dj_group_lat(cost, R->tdeg[R->gtype[g]]) : 0.0;
+        w->target[g] = w->load[g];
         for (int b = 0; b < R->nb; ++b) {
             const int c = R->xcol[(size_t)b * R->ngroups + g];
-            double    v = (c >= 0 && used[g]) ? x[c] : 0.0;
+            double    v = (c >= 0 && w->used[g]) ? x[c] : 0.0;
             if (R->bcount[b] <= DJ_MILP_INT_COUNT) {
                 v = floor(v + 0.5);
             }
-            want[(size_t)b * R->ngroups + g] = v;
-            target[g] += v * R->bt[b * R->ntypes + R->gtype[g]] * zinc;
+            w->want[(size_t)b * R->ngroups + g] = v;
+            w->target[g] += v * R->bt[b * R->ntypes + R->gtype[g]] * zinc;
         }
     }
-    for (int q = 0; q < R->m; ++q) {
-        const int    b = R->bucket[q];
-        const double s = (double)in->lens[R->seqs[q]];
-        const int    integral = R->bcount[b] <= DJ_MILP_INT_COUNT;
-        int          best = -1;
-        double       best_key = -DBL_MAX;
-        for (int g = 0; g < R->ngroups; ++g) {
-            const double w = want[(size_t)b * R->ngroups + g];
-            double       key;
-            if (!used[g] || (integral && w < 0.5)) {
+}
+
+/* Whether a sequence of s tokens fits group g's memory; its cost in *sc. */
+static int map_fits(const dj_round_t *R, const map_work_t *w, int g, double s,
+                    nsp_seq_cost_t *sc)
+{
+    const int t = R->gtype[g];
+
+    nsp_seq_cost(&R->in->cost, s, R->tdeg[t], R->trc[t], sc);
+    return w->mem[g] + sc->mem_bytes <= R->in->mem_cap;
+}
+
+/* The group for a sequence of s tokens of bucket b, or -1: of an integer
+ * bucket the least loaded open group with a count left; of a continuous one
+ * the open group with the most time left to its target that has memory,
+ * else (shares used up by rounding) the least loaded open group with room. */
+static int map_pick(const dj_round_t *R, const map_work_t *w, int b, double s)
+{
+    const int      integral = R->bcount[b] <= DJ_MILP_INT_COUNT;
+    int            best     = -1;
+    double         best_key = -DBL_MAX;
+    nsp_seq_cost_t sc;
+
+    for (int g = 0; g < R->ngroups; ++g) {
+        const double want = w->want[(size_t)b * R->ngroups + g];
+        double       key;
+        if (!w->used[g] || (integral && want < 0.5)) {
+            continue;
+        }
+        if (!integral) {
+            if (want <= 1e-9 || !map_fits(R, w, g, s, &sc)) {
                 continue;
             }
-            if (!integral) {
-                nsp_seq_cost_t sc;
-                const int      t = R->gtype[g];
-                if (w <= 1e-9) {
-                    continue;
-                }
-                nsp_seq_cost(cost, s, R->tdeg[t], R->trc[t], &sc);
-                if (mem[g] + sc.mem_bytes > in->mem_cap) {
-                    continue;
-                }
-                key = target[g] - load[g];   /* the most time left to its target */
-            } else {
-                key = -load[g];        /* the least loaded */
+            key = w->target[g] - w->load[g];   /* the most time left to its target */
+        } else {
+            key = -w->load[g];                 /* the least loaded */
+        }
+        if (best < 0 || key > best_key) {
+            best     = g;
+            best_key = key;
+        }
+    }
+    if (best < 0 && !integral) {
+        for (int g = 0; g < R->ngroups; ++g) {
+            if (!w->used[g] || R->xcol[(size_t)b * R->ngroups + g] < 0) {
+                continue;
             }
-            if (best < 0 || key > best_key) {
-                best     = g;
-                best_key = key;
+            if (map_fits(R, w, g, s, &sc) && (best < 0 || w->load[g] < w->load[best])) {
+                best = g;
             }
         }
-        if (best < 0 && !integral) {
-            /* shares used up by rounding: the least loaded used group with room */
-            for (int g = 0; g < R->ngroups; ++g) {
-                nsp_seq_cost_t sc;
-                const int      t = R->gtype[g];
-                if (!used[g] || R->xcol[(size_t)b * R->ngroups + g] < 0) {
-                    continue;
-                }
-                nsp_seq_cost(cost, s, R->tdeg[t], R->trc[t], &sc);
-                if (mem[g] + sc.mem_bytes <= in->mem_cap && (best < 0 || load[g] < load[best])) {
-                    best = g;
-                }
-            }
+    }
+    return best;
+}
+
+/* Sequence q (s tokens, bucket b) into group g. */
+static void map_place(const dj_round_t *R, map_work_t *w, int q, int b, double s, int g)
+{
+    const nsp_cost_t *cost = &R->in->cost;
+    const int         t    = R->gtype[g];
+    nsp_seq_cost_t    sc;
+
+    nsp_seq_cost(cost, s, R->tdeg[t], R->trc[t], &sc);
+    w->load[g] += sc.comp_s + sc.bytes / nsp_cost_bw(cost, R->tdeg[t]);
+    w->mem[g]  += sc.mem_bytes;
+    w->want[(size_t)b * R->ngroups + g] -= 1.0;
+    w->gseq[q] = g;
+}
+
+/* Pack the open groups on N ranks (aligned); their count, or -1 when one
+ * is over memory or they do not pack. */
+static int map_pack(const dj_round_t *R, map_work_t *w, int N)
+{
+    int nused = 0;
+
+    for (int g = 0; g < R->ngroups; ++g) {
+        if (w->used[g] && w->mem[g] > R->in->mem_cap) {
+            return -1;
         }
+        if (w->used[g]) {
+            w->slot[nused] = g;
+            w->size[nused++] = R->tdeg[R->gtype[g]];
+        }
+    }
+    if (nsp_pack_aligned(w->size, nused, N, w->rank0) < 0) {
+        nsp_error_clear();
+        return -1;
+    }
+    return nused;
+}
+
+/* Map a solution to concrete sequences of round r in *a (rank0 from aligned
+ * packing); returns the exact round time, or DBL_MAX if it does not map.
+ * Longest first, each sequence to map_pick's group. */
+static double map_solution(const dj_round_t *R, const double *x, double zinc, int r,
+                           nsp_route_assign_t *a)
+{
+    const int  N     = R->in->cost.cluster.ranks;
+    map_work_t w     = {0};
+    double     worst = DBL_MAX;
+    int        nused;
+
+    if (map_work_alloc(R, &w) != 0) {
+        goto out;
+    }
+    map_targets(R, x, zinc, &w);
+    for (int q = 0; q < R->m; ++q) {
+        const int    b    = R->bucket[q];
+        const double s    = (double)R->in->lens[R->seqs[q]];
+        const int    best = map_pick(R, &w, b, s);
         if (best < 0) {
             goto out;
         }
-        {
-            const int      t = R->gtype[best];
-            nsp_seq_cost_t sc;
-            nsp_seq_cost(cost, s, R->tdeg[t], R->trc[t], &sc);
-            load[best] += sc.comp_s + sc.bytes / nsp_cost_bw(cost, R->tdeg[t]);
-            mem[best]  += sc.mem_bytes;
-            want[(size_t)b * R->ngroups + best] -= 1.0;
-            gseq[q] = best;
-        }
+        map_place(R, &w, q, b, s, best);
     }
-    for (int g = 0; g < R->ngroups; ++g) {
-        if (used[g] && mem[g] > in->mem_cap) {
-            goto out;
-        }
-        if (used[g]) {
-            slot[nused] = g;
-            size[nused++] = R->tdeg[R->gtype[g]];
-        }
-    }
-    if (nsp_pack_aligned(size, nused, N, rank0) < 0) {
-        nsp_error_clear();
+    nused = map_pack(R, &w, N);
+    if (nused < 0) {
         goto out;
     }
     worst = 0.0;
     for (int k = 0; k < nused; ++k) {
-        worst = fmax(worst, load[slot[k]]);
-        used[slot[k]] = k + 1;   /* index into rank0 */
+        worst = fmax(worst, w.load[w.slot[k]]);
+        w.used[w.slot[k]] = k + 1;   /* index into rank0 */
     }
     for (int q = 0; q < R->m; ++q) {
-        const int i = R->seqs[q], g = gseq[q];
+        const int i = R->seqs[q], g = w.gseq[q];
         a->round[i] = r;
-        a->rank0[i] = rank0[used[g] - 1];
+        a->rank0[i] = w.rank0[w.used[g] - 1];
         a->size[i]  = R->tdeg[R->gtype[g]];
         a->rc[i]    = R->trc[R->gtype[g]];
     }
 out:
-    free(want);
-    free(load);
-    free(target);
-    free(mem);
-    free(used);
-    free(size);
-    free(rank0);
-    free(slot);
-    free(gseq);
+    map_work_free(&w);
     return worst;
 }
 
