@@ -7,7 +7,7 @@
 A small decoder-only GQA transformer (RoPE, SwiGLU, 4 layers, hidden 256,
 8 query / 2 KV heads of 32) trains on batches drawn by token budget from a
 shipped workload (lengths divided by --scale to CPU sizes). Every step, for
-each planner (static, disjoint, nested), on every rank:
+each planner (static, disjoint, nested, megatron), on every rank:
 
   plan the batch (rank 0 plans, the plan is broadcast as JSON), and per
   round (micro-batch): the layout, gather the rank's tokens
@@ -276,7 +276,7 @@ def memory_for(planner_model, cluster, tokens_per_rank):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--planners", default="static,disjoint,nested")
+    ap.add_argument("--planners", default="static,disjoint,nested,megatron")
     ap.add_argument("--workload", default=os.path.join(TOP, "data", "workloads",
                                                        "wlbllm-distca.txt"))
     ap.add_argument("--scale", type=int, default=32)
@@ -434,7 +434,8 @@ def summarize(report, args, failed):
 
 def svg(report):
     """Loss curves (left) and per-rank CPU time per step (right), by planner."""
-    colors = {"static": "#d62728", "disjoint": "#1f77b4", "nested": "#2ca02c"}
+    colors = {"static": "#d62728", "disjoint": "#1f77b4", "nested": "#2ca02c",
+              "megatron": "#9467bd"}
     W, H, pad = 900, 360, 50
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
            'font-family="sans-serif" font-size="12">' % (W, H),

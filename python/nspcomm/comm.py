@@ -227,9 +227,11 @@ def all_to_all(tree, layout, src, direction=SEQ_TO_HEAD, heads=None, out=None, c
     if out is None:
         out = torch.empty(shape, dtype=src.dtype)
     p = _lib.A2aParams()
-    p.field_mask = 8  # NSP_A2A_FIELD_CHECK
+    p.field_mask = 8 | 32  # NSP_A2A_FIELD_CHECK | NSP_A2A_FIELD_BYTES: C checks the sizes
     p.direction, p.heads, p.head_dim = direction, int(heads), int(D)
     p.elem_size = src.element_size()
+    p.src_bytes = src.numel() * src.element_size()
+    p.dst_bytes = out.numel() * out.element_size()
     p.src = src.data_ptr() if src.numel() else None
     p.dst = out.data_ptr() if out.numel() else None
     p.check = int(bool(check_agree))
