@@ -276,6 +276,14 @@ class NestedAttention:
         p = _lib.NestedAttnParams()
         p.attn = _lib.AttnParams(self.q_heads, self.kv_heads, self.head_dim, self.scale,
                                  int(self.causal))
+        # The sizes of every call's sequence-sharded buffers, so C checks them
+        # too (NSP_ATTN_FIELD_BYTES): [T_local, heads, D] of the call's dtype;
+        # lse and delta [T_local, q_heads] float32.
+        T, D = self.layout.local_tokens, self.head_dim
+        es = 4 if cdtype == _FP32 else 2
+        qb, kb, lb = T * self.q_heads * D * es, T * self.kv_heads * D * es, T * self.q_heads * 4
+        p.attn.field_mask = 1  # NSP_ATTN_FIELD_BYTES
+        p.attn.bytes = _lib.AttnBytes(qb, kb, kb, qb, lb, qb, qb, kb, kb, lb)
         p.field_mask = _F_KERNEL | _F_DTYPE | _F_SERIAL | _F_CHECK
         p.kernel = _lib.AttnKernel(self._cb.fwd, self._cb.bwd, None)
         p.dtype, p.serial, p.check = cdtype, int(self.serial), 1

@@ -113,7 +113,14 @@ check "no System V segment of the ranks remains" [ "$(segments $kids)" -eq 0 ]
 start
 kill -KILL $launcher
 wait $launcher 2>/dev/null
-sleep 1
+# The ranks get SIGKILL at once (PR_SET_PDEATHSIG); tearing down a process
+# (an ASan one maps terabytes of shadow) can take a moment on a loaded
+# machine: wait up to 10 s for them to be gone.
+t=0
+while [ "$(alive $kids)" -gt 0 ] && [ $t -lt 100 ]; do
+    sleep 0.1
+    t=$((t + 1))
+done
 check "SIGKILL the launcher: its ranks die with it ($(alive $kids) of 3 left)" \
     [ "$(alive $kids)" -eq 0 ]
 echo "1..$n"
