@@ -666,9 +666,10 @@ static int model_rows_placed(dj_round_t *R, milp_t *p, int *idx, double *val)
     return 0;
 }
 
-/* Group g's rows of time <= z and <= zcap (when open); 0 or -1. */
-static int model_rows_time(dj_round_t *R, milp_t *p, int g, double lat, double zcap, int *idx,
-                           double *val)
+/* Group g's x columns into idx/val, each with scale x coef[b][type of g]
+ * (coef: bt or bm, [nb][ntypes]); returns how many. */
+static int group_terms(const dj_round_t *R, int g, const double *coef, double scale, int *idx,
+                       double *val)
 {
     const int t  = R->gtype[g];
     int       nz = 0;
@@ -677,9 +678,18 @@ static int model_rows_time(dj_round_t *R, milp_t *p, int g, double lat, double z
         const int c = R->xcol[(size_t)b * R->ngroups + g];
         if (c >= 0) {
             idx[nz] = c;
-            val[nz++] = R->bt[b * R->ntypes + t];
+            val[nz++] = scale * coef[b * R->ntypes + t];
         }
     }
+    return nz;
+}
+
+/* Group g's rows of time <= z and <= zcap (when open); 0 or -1. */
+static int model_rows_time(dj_round_t *R, milp_t *p, int g, double lat, double zcap, int *idx,
+                           double *val)
+{
+    int nz = group_terms(R, g, R->bt, 1.0, idx, val);
+
     idx[nz] = R->ycol[g];
     val[nz++] = lat;
     idx[nz] = R->zcol;
@@ -694,16 +704,8 @@ static int model_rows_time(dj_round_t *R, milp_t *p, int g, double lat, double z
 /* Group g's memory row and its singletons (a lone sequence opens g); 0 or -1. */
 static int model_rows_memory(dj_round_t *R, milp_t *p, int g, int *idx, double *val)
 {
-    const int t   = R->gtype[g];
-    int       nzm = 0;
+    int nzm = group_terms(R, g, R->bm, 1.0, idx, val);
 
-    for (int b = 0; b < R->nb; ++b) {
-        const int c = R->xcol[(size_t)b * R->ngroups + g];
-        if (c >= 0) {
-            idx[nzm] = c;
-            val[nzm++] = R->bm[b * R->ntypes + t];
-        }
-    }
     idx[nzm] = R->ycol[g];
     val[nzm++] = -1.0;
     if (!milp_row(p, nzm, idx, val, -MILP_INF, 0.0)) {
@@ -795,15 +797,8 @@ static int model_rows_ranks(dj_round_t *R, milp_t *p, double zinc, int *idx, dou
     aval = malloc(sizeof(double) * ((size_t)p->ncols + 1));
     ok   = aidx != NULL && aval != NULL;
     for (int g = 0; ok && g < R->ngroups; ++g) {
-        const int t = R->gtype[g];
-        const int d = R->tdeg[t];
-        for (int b = 0; b < R->nb; ++b) {
-            const int c = R->xcol[(size_t)b * R->ngroups + g];
-            if (c >= 0) {
-                aidx[nz] = c;
-                aval[nz++] = d * R->bt[b * R->ntypes + t];
-            }
-        }
+        const int d = R->tdeg[R->gtype[g]];
+        nz += group_terms(R, g, R->bt, (double)d, aidx + nz, aval + nz);
         aidx[nz] = R->ycol[g];
         aval[nz++] = d * nsp_dj_group_lat(cost, d) / zinc;
     }
