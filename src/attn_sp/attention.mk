@@ -10,10 +10,12 @@ libnspattn_la_SOURCES = \
 	src/attn_sp/attn_tile_geom.c \
 	src/attn_sp/attn_tile_generic.c \
 	src/attn_sp/attn_tile_avx2.c \
-	src/attn_sp/attn_ring_math.c
+	src/attn_sp/attn_ring_math.c \
+	src/attn_sp/attn_reduce.c
 libnspattn_la_LIBADD = -lm
 noinst_HEADERS += \
 	src/attn_sp/attn_ref.h \
+	src/attn_sp/attn_reduce.h \
 	src/attn_sp/attn_tile.h \
 	src/attn_sp/attn_tile_impl.h \
 	src/attn_sp/attn_ring_math.h
@@ -43,6 +45,13 @@ check_PROGRAMS += tests/attn/test_attn_bytes
 TESTS += tests/attn/test_attn_bytes
 tests_attn_test_attn_bytes_SOURCES = tests/attn/test_attn_bytes.c
 tests_attn_test_attn_bytes_LDADD = $(NSP_ATTN_TEST_LIBS)
+
+# The dtype-generic reductions (bf16/fp16 conversions, merges, sums)
+# against a float32 / float64 reference.
+check_PROGRAMS += tests/attn/test_attn_reduce
+TESTS += tests/attn/test_attn_reduce
+tests_attn_test_attn_reduce_SOURCES = tests/attn/test_attn_reduce.c
+tests_attn_test_attn_reduce_LDADD = $(NSP_ATTN_TEST_LIBS)
 
 check_PROGRAMS += tests/attn/test_attn_ring_sim
 TESTS += tests/attn/test_attn_ring_sim
