@@ -253,12 +253,6 @@ static nsp_status_t level_setup(nsp_nested_attn_t *a, int l)
     NSP_CHECK(level_setup_seqs(a, L));
     NSP_CHECK(level_setup_bytes(a, l, L));
     if (L->lv.ring > 1) {
-        if (a->dtype != NSP_ATTN_FP32) {
-            return nsp_error(NSP_ERR_UNSUPPORTED, "nested attention: level %d is a ring group "
-                             "(degree %d, ring %d) and ring attention merges partial results "
-                             "in float32; use dtype NSP_ATTN_FP32", l, L->lv.degree,
-                             L->lv.ring);
-        }
         NSP_CHECK(nsp_ring_level_create(a->tree, &L->lv, L->hkv.nheads, a->attn.head_dim,
                                         &L->ring));
     }
@@ -802,13 +796,10 @@ static nsp_status_t level_compute_ring(nattn_call_t *c, int l, const level_ptrs_
     io.progress_ctx = c;
     io.call         = c->seq;
     if (!bwd) {
-        status = nsp_ring_level_fwd(L->ring, &io, (const float *)p->q, (const float *)p->k,
-                                    (const float *)p->v, (float *)p->out_o, p->out_lse);
+        status = nsp_ring_level_fwd(L->ring, &io, p->q, p->k, p->v, p->out_o, p->out_lse);
     } else {
-        status = nsp_ring_level_bwd(L->ring, &io, (const float *)p->q, (const float *)p->k,
-                                    (const float *)p->v, (const float *)p->o, p->lse,
-                                    (const float *)p->dout, (float *)p->dq, (float *)p->dk,
-                                    (float *)p->dv);
+        status = nsp_ring_level_bwd(L->ring, &io, p->q, p->k, p->v, p->o, p->lse, p->dout,
+                                    p->dq, p->dk, p->dv);
     }
     c->st.level[l].compute_s  += io.compute_s;
     c->st.level[l].wait_s     += io.wait_s;

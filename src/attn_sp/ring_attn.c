@@ -4,6 +4,7 @@
  */
 #include "attn_sp/ring_attn.h"
 
+#include "attn_sp/attn_reduce.h"
 #include "common/log.h"
 #include "nested_groups/tree.h"
 #include "transport/comm.h"
@@ -29,6 +30,9 @@ struct nsp_ring_level {
     int64_t       *off;          /* [r][2*nseqs + 1]: span offsets (tokens) in the block of
                                     ring member m, spans in layout order */
     int64_t        max_tokens;   /* largest block of a member */
+    char          *scr;          /* scratch of the calls (KV buffers, partials, float32
+                                    accumulators), kept between them: scr_bytes */
+    size_t         scr_bytes;
 };
 
 double nsp_thread_cpu_s(void)
@@ -144,6 +148,7 @@ void nsp_ring_level_free(nsp_ring_level_t *ring)
         return;
     }
     free(ring->off);
+    free(ring->scr);
     free(ring);
 }
 
@@ -183,26 +188,28 @@ static nsp_status_t ring_progress(nsp_ring_level_io_t *io)
 
 /* ---- block geometry ------------------------------------------------------ */
 
-/* Bytes of member m's KV pair [k; v] (or dK; dV). */
-static size_t kv_bytes(const nsp_ring_level_t *ring, int m)
+/* Bytes of member m's KV pair [k; v] (or dK; dV) of es-byte elements. */
+static size_t kv_bytes(const nsp_ring_level_t *ring, int m, size_t es)
 {
     return 2 * (size_t)member_tokens(ring, m) * (size_t)ring->kv_heads *
-           (size_t)ring->head_dim * sizeof(float);
+           (size_t)ring->head_dim * es;
 }
 
-/* Floats of one K (or V) block of member m. */
+/* Elements of one K (or V) block of member m. */
 static size_t kv_floats(const nsp_ring_level_t *ring, int m)
 {
     return (size_t)member_tokens(ring, m) * (size_t)ring->kv_heads * (size_t)ring->head_dim;
 }
 
 /* Post step `step` of a pass around the ring: member m's [k; v] (or [dK;
- * dV]) goes from sbuf to the next rank while member m-1's arrives in rbuf. */
+ * dV]) of es-byte elements goes from sbuf to the next rank while member
+ * m-1's arrives in rbuf. */
 static nsp_status_t ring_pass(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int kind,
-                              int step, int m, const void *sbuf, void *rbuf,
+                              int step, int m, size_t es, const void *sbuf, void *rbuf,
                               nsp_request_t **req)
 {
-    size_t sbytes = kv_bytes(ring, m), rbytes = kv_bytes(ring, (m + ring->r - 1) % ring->r);
+    size_t sbytes = kv_bytes(ring, m, es);
+    size_t rbytes = kv_bytes(ring, (m + ring->r - 1) % ring->r, es);
 
     NSP_CHECK(ring->tp->ops->sendrecv_post(ring->tp, sbuf, sbytes, ring->next, rbuf, rbytes,
                                            ring->prev, ring_tag(ring, io->call, kind, step),
@@ -275,43 +282,101 @@ static void batch_diag(const nsp_ring_level_t *ring, const nsp_ring_level_io_t *
     b->max_kv_len = max;
 }
 
-/* ---- forward ------------------------------------------------------------- */
+/* ---- scratch ------------------------------------------------------------- */
 
-/* Scratch of a forward: two KV buffers, one partial o / lse. */
-typedef struct fwd_scratch {
-    float *kv[2];     /* [k; v] of a member: [T_m, n_kv', D] each */
-    float *part_o;    /* [max query rows, n_q', D] */
-    float *part_lse;  /* [max query rows, n_q'] */
-    int64_t *cu;      /* [nseqs + 1] */
-} fwd_scratch_t;
-
-static void fwd_scratch_free(fwd_scratch_t *s)
+/*
+ * The calls' scratch is one block owned by the ring, grown by the first call
+ * that needs more and kept until nsp_ring_level_free(); a call carves its
+ * buffers out of it (64-byte aligned). Element sizes: es for what the
+ * kernel reads and writes (the wire dtype), 4 for the float32 accumulators.
+ */
+static size_t carve(size_t *off, size_t bytes)
 {
-    free(s->kv[0]);
-    free(s->kv[1]);
-    free(s->part_o);
-    free(s->part_lse);
-    free(s->cu);
+    size_t at = *off;
+
+    *off += (bytes + 63) & ~(size_t)63;
+    return at;
 }
 
-static nsp_status_t fwd_scratch_alloc(const nsp_ring_level_t *ring, int q_heads,
-                                      fwd_scratch_t *s)
+static nsp_status_t ring_reserve(nsp_ring_level_t *ring, size_t bytes)
 {
-    size_t kvf = 2 * (size_t)ring->max_tokens * (size_t)ring->kv_heads * (size_t)ring->head_dim;
-    size_t rows = (size_t)member_tokens(ring, ring->j) * (size_t)q_heads;
+    char *p;
 
-    memset(s, 0, sizeof(*s));
-    s->kv[0]    = malloc(sizeof(float) * (kvf + 1));
-    s->kv[1]    = malloc(sizeof(float) * (kvf + 1));
-    s->part_o   = malloc(sizeof(float) * (rows * (size_t)ring->head_dim + 1));
-    s->part_lse = malloc(sizeof(float) * (rows + 1));
-    s->cu       = malloc(sizeof(int64_t) * ((size_t)ring->nseqs + 1));
-    if (s->kv[0] == NULL || s->kv[1] == NULL || s->part_o == NULL || s->part_lse == NULL ||
-        s->cu == NULL) {
-        fwd_scratch_free(s);
-        return nsp_error(NSP_ERR_NO_MEMORY, "ring attention: cannot allocate %zu floats of "
-                         "KV buffers and %zu rows of partials", 2 * kvf, rows);
+    if (bytes <= ring->scr_bytes) {
+        return NSP_OK;
     }
+    p = realloc(ring->scr, bytes);
+    if (p == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "ring attention: cannot allocate %zu bytes of "
+                         "KV buffers and partials", bytes);
+    }
+    ring->scr       = p;
+    ring->scr_bytes = bytes;
+    return NSP_OK;
+}
+
+/* What a call reads in the wire dtype: the element type and its size. */
+typedef struct ring_dtype {
+    nsp_attn_dtype_t dt;
+    size_t           es;
+    int              f32;  /* FP32: the outputs are their own accumulators */
+} ring_dtype_t;
+
+static nsp_status_t ring_dtype_of(const nsp_ring_level_io_t *io, ring_dtype_t *d)
+{
+    d->dt  = io->proto.dtype;
+    d->es  = nsp_reduce_elem_size(d->dt);
+    d->f32 = d->dt == NSP_ATTN_FP32;
+    if (d->es == 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "ring attention: dtype %d is not NSP_ATTN_FP32, "
+                         "BF16 or FP16", (int)d->dt);
+    }
+    return NSP_OK;
+}
+
+/* Element `elems` of a buffer of es-byte elements. */
+static const char *at_c(const void *base, int64_t elems, size_t es)
+{
+    return (const char *)base + (size_t)elems * es;
+}
+
+static char *at_m(void *base, int64_t elems, size_t es)
+{
+    return (char *)base + (size_t)elems * es;
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+/* Scratch of a forward: two KV buffers, one partial o / lse, the float32
+ * running o (not for FP32: o is its own accumulator). */
+typedef struct fwd_scratch {
+    void    *kv[2];     /* [k; v] of a member: [T_m, n_kv', D] each, wire dtype */
+    void    *part_o;    /* [query rows, n_q', D], wire dtype */
+    float   *part_lse;  /* [query rows, n_q'] */
+    float   *acc_o;     /* [query rows, n_q', D] float32, or NULL (FP32) */
+    int64_t *cu;        /* [nseqs + 1] */
+} fwd_scratch_t;
+
+static nsp_status_t fwd_scratch_alloc(nsp_ring_level_t *ring, int q_heads,
+                                      const ring_dtype_t *d, fwd_scratch_t *s)
+{
+    size_t kvn = 2 * (size_t)ring->max_tokens * (size_t)ring->kv_heads * (size_t)ring->head_dim;
+    size_t rows = (size_t)member_tokens(ring, ring->j) * (size_t)q_heads;
+    size_t of = rows * (size_t)ring->head_dim, off = 0, o_kv[2], o_po, o_pl, o_acc, o_cu;
+
+    o_kv[0] = carve(&off, kvn * d->es);
+    o_kv[1] = carve(&off, kvn * d->es);
+    o_po    = carve(&off, of * d->es);
+    o_pl    = carve(&off, rows * sizeof(float));
+    o_acc   = carve(&off, d->f32 ? 0 : of * sizeof(float));
+    o_cu    = carve(&off, sizeof(int64_t) * ((size_t)ring->nseqs + 1));
+    NSP_CHECK(ring_reserve(ring, off));
+    s->kv[0]    = ring->scr + o_kv[0];
+    s->kv[1]    = ring->scr + o_kv[1];
+    s->part_o   = ring->scr + o_po;
+    s->part_lse = (float *)(void *)(ring->scr + o_pl);
+    s->acc_o    = d->f32 ? NULL : (float *)(void *)(ring->scr + o_acc);
+    s->cu       = (int64_t *)(void *)(ring->scr + o_cu);
     return NSP_OK;
 }
 
@@ -353,12 +418,15 @@ static nsp_status_t step_pairs(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, 
     return NSP_OK;
 }
 
+
 /* The buffers of a forward step: block src's k and v [tokens, kv_heads, D],
- * the rank's q, o [tokens, q_heads, D] and lse [tokens, q_heads]. */
+ * the rank's q [tokens, q_heads, D] (wire dtype), the float32 running o
+ * [tokens, q_heads, D] and lse [tokens, q_heads]. */
 typedef struct fwd_step_args {
-    const float   *k, *v, *q;
-    float         *o, *lse;
-    fwd_scratch_t *s;
+    const void         *k, *v, *q;
+    float              *o, *lse;
+    fwd_scratch_t      *s;
+    const ring_dtype_t *d;
 } fwd_step_args_t;
 
 /* One pair of the forward: attend into the partials and merge them. */
@@ -368,149 +436,161 @@ static nsp_status_t fwd_pair(const nsp_ring_level_t *ring, const nsp_ring_level_
     const fwd_step_args_t *a  = arg;
     const int              hq = io->proto.params.q_heads, hkv = ring->kv_heads;
     const int              D  = ring->head_dim;
+    const size_t           es = a->d->es;
     nsp_status_t           st;
 
-    st = io->kernel->fwd(io->kernel->ctx, &p->rb.b, a->q + p->q0 * hq * D,
-                         a->k + p->k0 * hkv * D, a->v + p->k0 * hkv * D, a->s->part_o,
-                         a->s->part_lse);
-    if (st == NSP_OK) {
-        st = nsp_attn_merge(p->qlen * hq, D, a->o + p->q0 * hq * D, a->lse + p->q0 * hq,
-                            a->s->part_o, a->s->part_lse);
+    st = io->kernel->fwd(io->kernel->ctx, &p->rb.b, at_c(a->q, p->q0 * hq * D, es),
+                         at_c(a->k, p->k0 * hkv * D, es), at_c(a->v, p->k0 * hkv * D, es),
+                         a->s->part_o, a->s->part_lse);
+    if (st == NSP_OK) { /* reads the partial in the wire dtype, adds in float32 */
+        st = nsp_reduce_merge(a->d->dt, p->qlen * hq, D, a->o + p->q0 * hq * D,
+                              a->lse + p->q0 * hq, a->s->part_o, a->s->part_lse);
     }
     return st;
 }
 
 /* One step t >= 1 of the forward: attend to the KV block of `src` and merge. */
 static nsp_status_t fwd_step(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int src,
-                             const float *kv, const float *q, float *o, float *lse,
-                             fwd_scratch_t *s)
+                             const void *kv, const void *q, float *o, float *lse,
+                             fwd_scratch_t *s, const ring_dtype_t *d)
 {
-    fwd_step_args_t a = {kv, kv + kv_floats(ring, src), q, o, lse, s};
+    fwd_step_args_t a = {kv, at_c(kv, (int64_t)kv_floats(ring, src), d->es), q, o, lse, s, d};
 
     return step_pairs(ring, io, src, fwd_pair, &a);
 }
 
 /* Copy a member's K and V blocks into one buffer [k; v]. */
-static void pack_kv(const nsp_ring_level_t *ring, int m, const float *k, const float *v,
-                    float *kv)
+static void pack_kv(const nsp_ring_level_t *ring, int m, size_t es, const void *k,
+                    const void *v, void *kv)
 {
     size_t n = kv_floats(ring, m);
 
     if (n > 0) {
-        memcpy(kv, k, n * sizeof(float));
-        memcpy(kv + n, v, n * sizeof(float));
+        memcpy(kv, k, n * es);
+        memcpy(at_m(kv, (int64_t)n, es), v, n * es);
     }
 }
 
+/* The diagonal of the forward into o (wire dtype) and lse, widened into the
+ * float32 running o unless FP32. */
+static nsp_status_t fwd_diag(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
+                             const ring_dtype_t *d, fwd_scratch_t *s, const void *q,
+                             const void *k, const void *v, void *o, float *lse)
+{
+    size_t           n = (size_t)member_tokens(ring, ring->j) *
+                         (size_t)io->proto.params.q_heads * (size_t)ring->head_dim;
+    nsp_attn_batch_t diag;
+    double           c0 = nsp_thread_cpu_s();
+    nsp_status_t     st = NSP_OK;
+
+    batch_diag(ring, io, &diag, s->cu);
+    if (member_tokens(ring, ring->j) > 0) {
+        st = io->kernel->fwd(io->kernel->ctx, &diag, q, k, v, o, lse);
+    }
+    if (st == NSP_OK && !d->f32) {
+        st = nsp_reduce_to_f32(d->dt, n, o, s->acc_o);
+    }
+    io->compute_s += nsp_thread_cpu_s() - c0;
+    return st;
+}
+
 nsp_status_t nsp_ring_level_fwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
-                                const float *q, const float *k, const float *v, float *o,
+                                const void *q, const void *k, const void *v, void *o,
                                 float *lse)
 {
-    const int        r = ring->r, j = ring->j;
-    fwd_scratch_t    s;
-    nsp_request_t   *req = NULL;
-    nsp_attn_batch_t diag;
-    int              cur = 0;
-    double           c0;
-    nsp_status_t     status;
+    const int      r = ring->r, j = ring->j;
+    fwd_scratch_t  s;
+    ring_dtype_t   d;
+    nsp_request_t *req = NULL;
+    float         *acc;
+    int            cur = 0;
+    nsp_status_t   status;
 
-    NSP_CHECK(fwd_scratch_alloc(ring, io->proto.params.q_heads, &s));
-    pack_kv(ring, j, k, v, s.kv[cur]);
+    NSP_CHECK(ring_dtype_of(io, &d));
+    NSP_CHECK(fwd_scratch_alloc(ring, io->proto.params.q_heads, &d, &s));
+    acc = d.f32 ? (float *)o : s.acc_o;
+    pack_kv(ring, j, d.es, k, v, s.kv[cur]);
     /* Step 1's block starts moving before the diagonal is computed. */
-    NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_FWD_KV, 1, j, s.kv[cur], s.kv[1 - cur], &req),
-                   status, out_free);
-    batch_diag(ring, io, &diag, s.cu);
-    c0 = nsp_thread_cpu_s();
-    status = member_tokens(ring, j) == 0
-                 ? NSP_OK
-                 : io->kernel->fwd(io->kernel->ctx, &diag, q, k, v, o, lse);
-    io->compute_s += nsp_thread_cpu_s() - c0;
-    NSP_CHECK_GOTO(status, status, out_free);
+    NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_FWD_KV, 1, j, d.es, s.kv[cur], s.kv[1 - cur],
+                             &req),
+                   status, out);
+    NSP_CHECK_GOTO(fwd_diag(ring, io, &d, &s, q, k, v, o, lse), status, out);
     for (int t = 1; t < r; ++t) {
         int src = (j - t + r) % r;
-        NSP_CHECK_GOTO(ring_wait(io, &req), status, out_free);
+        NSP_CHECK_GOTO(ring_wait(io, &req), status, out);
         cur = 1 - cur;
         if (t + 1 < r) { /* pass the block on and receive the next one meanwhile */
-            NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_FWD_KV, t + 1, src, s.kv[cur],
+            NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_FWD_KV, t + 1, src, d.es, s.kv[cur],
                                      s.kv[1 - cur], &req),
-                           status, out_free);
+                           status, out);
         }
-        NSP_CHECK_GOTO(fwd_step(ring, io, src, s.kv[cur], q, o, lse, &s), status, out_free);
+        NSP_CHECK_GOTO(fwd_step(ring, io, src, s.kv[cur], q, acc, lse, &s, &d), status, out);
     }
-    status = NSP_OK;
-out_free:
+    /* the one rounding of the merged o (FP32: o is the accumulator) */
+    status = nsp_reduce_from_f32(d.dt, d.f32 ? 0 : (size_t)member_tokens(ring, j) *
+                                     (size_t)io->proto.params.q_heads * (size_t)ring->head_dim,
+                                 acc, o);
+out:
     if (req != NULL) {
         nsp_request_free(req); /* only on error: abandons it */
     }
-    fwd_scratch_free(&s);
     return status;
 }
 
 /* ---- backward ------------------------------------------------------------ */
 
 typedef struct bwd_scratch {
-    float   *kv[2];    /* [k; v] of a member */
-    float   *acc[2];   /* travelling [dk; dv] of a member */
-    float   *contrib;  /* this rank's [dk; dv] contribution to the held block */
-    float   *part_dq;  /* [query rows, n_q', D] */
+    void    *kv[2];    /* [k; v] of a member, wire dtype */
+    float   *acc[2];   /* travelling [dk; dv] of a member, float32 (on the wire too) */
+    void    *contrib;  /* this rank's [dk; dv] contribution to the held block, wire dtype */
+    void    *part_dq;  /* [query rows, n_q', D], wire dtype */
+    float   *acc_dq;   /* [query rows, n_q', D] float32, or NULL (FP32: dq itself) */
     int64_t *cu;
 } bwd_scratch_t;
 
-static void bwd_scratch_free(bwd_scratch_t *s)
+static nsp_status_t bwd_scratch_alloc(nsp_ring_level_t *ring, int q_heads,
+                                      const ring_dtype_t *d, bwd_scratch_t *s)
 {
-    for (int b = 0; b < 2; ++b) {
-        free(s->kv[b]);
-        free(s->acc[b]);
-    }
-    free(s->contrib);
-    free(s->part_dq);
-    free(s->cu);
-}
+    size_t kvn = 2 * (size_t)ring->max_tokens * (size_t)ring->kv_heads * (size_t)ring->head_dim;
+    size_t qn  = (size_t)member_tokens(ring, ring->j) * (size_t)q_heads * (size_t)ring->head_dim;
+    size_t off = 0, o_kv[2], o_acc[2], o_c, o_pdq, o_adq, o_cu;
 
-static nsp_status_t bwd_scratch_alloc(const nsp_ring_level_t *ring, int q_heads,
-                                      bwd_scratch_t *s)
-{
-    size_t kvf = 2 * (size_t)ring->max_tokens * (size_t)ring->kv_heads * (size_t)ring->head_dim;
-    size_t qf  = (size_t)member_tokens(ring, ring->j) * (size_t)q_heads * (size_t)ring->head_dim;
-    int    bad = 0;
-
-    memset(s, 0, sizeof(*s));
     for (int b = 0; b < 2; ++b) {
-        s->kv[b]  = malloc(sizeof(float) * (kvf + 1));
-        s->acc[b] = malloc(sizeof(float) * (kvf + 1));
-        bad |= s->kv[b] == NULL || s->acc[b] == NULL;
+        o_kv[b]  = carve(&off, kvn * d->es);
+        o_acc[b] = carve(&off, kvn * sizeof(float));
     }
-    s->contrib = malloc(sizeof(float) * (kvf + 1));
-    s->part_dq = malloc(sizeof(float) * (qf + 1));
-    s->cu      = malloc(sizeof(int64_t) * ((size_t)ring->nseqs + 1));
-    if (bad || s->contrib == NULL || s->part_dq == NULL || s->cu == NULL) {
-        bwd_scratch_free(s);
-        return nsp_error(NSP_ERR_NO_MEMORY, "ring attention backward: cannot allocate %zu "
-                         "floats of KV and gradient buffers", 5 * kvf + qf);
+    o_c   = carve(&off, kvn * d->es);
+    o_pdq = carve(&off, qn * d->es);
+    o_adq = carve(&off, d->f32 ? 0 : qn * sizeof(float));
+    o_cu  = carve(&off, sizeof(int64_t) * ((size_t)ring->nseqs + 1));
+    NSP_CHECK(ring_reserve(ring, off));
+    for (int b = 0; b < 2; ++b) {
+        s->kv[b]  = ring->scr + o_kv[b];
+        s->acc[b] = (float *)(void *)(ring->scr + o_acc[b]);
     }
+    s->contrib = ring->scr + o_c;
+    s->part_dq = ring->scr + o_pdq;
+    s->acc_dq  = d->f32 ? NULL : (float *)(void *)(ring->scr + o_adq);
+    s->cu      = (int64_t *)(void *)(ring->scr + o_cu);
     return NSP_OK;
 }
 
-static void add_floats(float *dst, const float *src, size_t n)
-{
-    for (size_t x = 0; x < n; ++x) {
-        dst[x] += src[x];
-    }
-}
-
-/* The inputs of the backward, the rank's own block. */
+/* The inputs of the backward, the rank's own block (wire dtype, lse float32),
+ * and the float32 accumulator of its dq. */
 typedef struct bwd_in {
-    const float *q, *o, *lse, *dout;
+    const void  *q, *o, *dout;
+    const float *lse;
     float       *dq;
 } bwd_in_t;
 
 /* The buffers of a backward step: block src's k, v and its contribution
- * dk, dv [tokens, kv_heads, D], the rank's own block in `in`. */
+ * dk, dv [tokens, kv_heads, D] (wire dtype), the rank's own block in `in`. */
 typedef struct bwd_step_args {
-    const float    *k, *v;
-    float          *dk, *dv;
-    const bwd_in_t *in;
-    bwd_scratch_t  *s;
+    const void         *k, *v;
+    void               *dk, *dv;
+    const bwd_in_t     *in;
+    bwd_scratch_t      *s;
+    const ring_dtype_t *d;
 } bwd_step_args_t;
 
 /* One pair of the backward: dk, dv of the pair's key rows, its dq added. */
@@ -521,17 +601,19 @@ static nsp_status_t bwd_pair(const nsp_ring_level_t *ring, const nsp_ring_level_
     const bwd_in_t        *in = a->in;
     const int              hq = io->proto.params.q_heads, hkv = ring->kv_heads;
     const int              D  = ring->head_dim;
-    const int64_t          q0 = p->q0, k0 = p->k0;
+    const int64_t          q0 = p->q0 * hq * D, k0 = p->k0 * hkv * D; /* elements */
+    const size_t           es = a->d->es;
     nsp_status_t           st;
 
     /* Key rows of different sequences are disjoint: the kernel writes
      * straight into the contribution; query rows go through part_dq. */
-    st = io->kernel->bwd(io->kernel->ctx, &p->rb.b, in->q + q0 * hq * D, a->k + k0 * hkv * D,
-                         a->v + k0 * hkv * D, in->o + q0 * hq * D, in->lse + q0 * hq,
-                         in->dout + q0 * hq * D, a->s->part_dq, a->dk + k0 * hkv * D,
-                         a->dv + k0 * hkv * D);
+    st = io->kernel->bwd(io->kernel->ctx, &p->rb.b, at_c(in->q, q0, es), at_c(a->k, k0, es),
+                         at_c(a->v, k0, es), at_c(in->o, q0, es), in->lse + p->q0 * hq,
+                         at_c(in->dout, q0, es), a->s->part_dq, at_m(a->dk, k0, es),
+                         at_m(a->dv, k0, es));
     if (st == NSP_OK) {
-        add_floats(in->dq + q0 * hq * D, a->s->part_dq, (size_t)(p->qlen * hq * D));
+        st = nsp_reduce_accumulate(a->d->dt, (size_t)(p->qlen * hq * D), a->s->part_dq,
+                                   in->dq + q0);
     }
     return st;
 }
@@ -539,89 +621,117 @@ static nsp_status_t bwd_pair(const nsp_ring_level_t *ring, const nsp_ring_level_
 /* One step t >= 1: the contribution to block src into s->contrib [dk; dv],
  * the queries' share added to dq. */
 static nsp_status_t bwd_step(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, int src,
-                             const float *kv, const bwd_in_t *in, bwd_scratch_t *s)
+                             const void *kv, const bwd_in_t *in, bwd_scratch_t *s,
+                             const ring_dtype_t *d)
 {
     const size_t    n = kv_floats(ring, src);
-    bwd_step_args_t a = {kv, kv + n, s->contrib, s->contrib + n, in, s};
+    bwd_step_args_t a = {kv, at_c(kv, (int64_t)n, d->es), s->contrib,
+                         at_m(s->contrib, (int64_t)n, d->es), in, s, d};
 
-    memset(s->contrib, 0, 2 * n * sizeof(float) + 1); /* rows no query sees stay 0 */
+    memset(s->contrib, 0, 2 * n * d->es); /* rows no query sees stay 0 */
     return step_pairs(ring, io, src, bwd_pair, &a);
 }
 
-/* Unpack [dk; dv] of the rank's own block into dk and dv. */
-static void unpack_dkv(const nsp_ring_level_t *ring, const float *acc, float *dk, float *dv)
+/* The diagonal of the backward (step 0): dq and the first contribution to
+ * the own block's travelling float32 [dK; dV] in acc. FP32 writes both in
+ * place; other dtypes write dq and the contribution in the wire dtype and
+ * widen them. */
+static nsp_status_t bwd_diag(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
+                             const ring_dtype_t *d, bwd_scratch_t *s, const bwd_in_t *in,
+                             const void *k, const void *v, void *dq, float *acc)
 {
-    size_t n = kv_floats(ring, ring->j);
+    size_t           nj = kv_floats(ring, ring->j);
+    size_t           nq = (size_t)member_tokens(ring, ring->j) *
+                          (size_t)io->proto.params.q_heads * (size_t)ring->head_dim;
+    void            *dkv = d->f32 ? (void *)acc : s->contrib;
+    nsp_attn_batch_t diag;
+    double           c0 = nsp_thread_cpu_s();
+    nsp_status_t     st = NSP_OK;
 
-    if (n > 0) {
-        memcpy(dk, acc, n * sizeof(float));
-        memcpy(dv, acc + n, n * sizeof(float));
+    batch_diag(ring, io, &diag, s->cu);
+    if (nj > 0) {
+        st = io->kernel->bwd(io->kernel->ctx, &diag, in->q, k, v, in->o, in->lse, in->dout,
+                             dq, dkv, at_m(dkv, (int64_t)nj, d->es));
     }
+    if (st == NSP_OK && !d->f32) {
+        st = nsp_reduce_to_f32(d->dt, nq, dq, s->acc_dq);
+        st = st < 0 ? st : nsp_reduce_to_f32(d->dt, 2 * nj, s->contrib, acc);
+    }
+    io->compute_s += nsp_thread_cpu_s() - c0;
+    return st;
+}
+
+/* Round the own block's [dK; dV] sum into dk and dv, and (not FP32) the
+ * float32 dq into dq: the one rounding of every gradient. */
+static nsp_status_t bwd_round(const nsp_ring_level_t *ring, const nsp_ring_level_io_t *io,
+                              const ring_dtype_t *d, const bwd_scratch_t *s, const float *acc,
+                              void *dq, void *dk, void *dv)
+{
+    size_t n  = kv_floats(ring, ring->j);
+    size_t nq = (size_t)member_tokens(ring, ring->j) * (size_t)io->proto.params.q_heads *
+                (size_t)ring->head_dim;
+
+    NSP_CHECK(nsp_reduce_from_f32(d->dt, n, acc, dk));
+    NSP_CHECK(nsp_reduce_from_f32(d->dt, n, acc + n, dv));
+    return nsp_reduce_from_f32(d->dt, d->f32 ? 0 : nq, s->acc_dq, dq);
 }
 
 nsp_status_t nsp_ring_level_bwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
-                                const float *q, const float *k, const float *v,
-                                const float *o, const float *lse, const float *dout,
-                                float *dq, float *dk, float *dv)
+                                const void *q, const void *k, const void *v, const void *o,
+                                const float *lse, const void *dout, void *dq, void *dk,
+                                void *dv)
 {
-    const int        r = ring->r, j = ring->j;
-    const bwd_in_t   in = {.q = q, .o = o, .lse = lse, .dout = dout, .dq = dq};
-    bwd_scratch_t    s;
-    nsp_request_t   *kv_req = NULL, *dkv_req = NULL;
-    nsp_attn_batch_t diag;
-    int              cur = 0, a = 0;
-    size_t           nj = kv_floats(ring, j);
-    double           c0;
-    nsp_status_t     status;
+    const int      r = ring->r, j = ring->j;
+    bwd_scratch_t  s;
+    bwd_in_t       in;
+    ring_dtype_t   d;
+    nsp_request_t *kv_req = NULL, *dkv_req = NULL;
+    int            cur = 0, a = 0;
+    double         c0;
+    nsp_status_t   status;
 
-    NSP_CHECK(bwd_scratch_alloc(ring, io->proto.params.q_heads, &s));
-    pack_kv(ring, j, k, v, s.kv[cur]);
-    NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_KV, 1, j, s.kv[cur], s.kv[1 - cur],
+    NSP_CHECK(ring_dtype_of(io, &d));
+    NSP_CHECK(bwd_scratch_alloc(ring, io->proto.params.q_heads, &d, &s));
+    in = (bwd_in_t){.q = q, .o = o, .dout = dout, .lse = lse,
+                    .dq = d.f32 ? (float *)dq : s.acc_dq};
+    pack_kv(ring, j, d.es, k, v, s.kv[cur]);
+    NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_KV, 1, j, d.es, s.kv[cur], s.kv[1 - cur],
                              &kv_req),
-                   status, out_free);
-    /* Step 0: the diagonal writes dq and the first contribution to the own
-     * block's travelling dK/dV. */
-    batch_diag(ring, io, &diag, s.cu);
-    c0 = nsp_thread_cpu_s();
-    status = nj == 0 ? NSP_OK
-                     : io->kernel->bwd(io->kernel->ctx, &diag, q, k, v, o, lse, dout, dq,
-                                       s.acc[a], s.acc[a] + nj);
-    io->compute_s += nsp_thread_cpu_s() - c0;
-    NSP_CHECK_GOTO(status, status, out_free);
-    NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_DKV, 1, j, s.acc[a], s.acc[1 - a],
-                             &dkv_req),
-                   status, out_free);
+                   status, out);
+    NSP_CHECK_GOTO(bwd_diag(ring, io, &d, &s, &in, k, v, dq, s.acc[a]), status, out);
+    NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_DKV, 1, j, sizeof(float), s.acc[a],
+                             s.acc[1 - a], &dkv_req),
+                   status, out);
     for (int t = 1; t < r; ++t) {
         int src = (j - t + r) % r;
-        NSP_CHECK_GOTO(ring_wait(io, &kv_req), status, out_free);
+        NSP_CHECK_GOTO(ring_wait(io, &kv_req), status, out);
         cur = 1 - cur;
         if (t + 1 < r) {
-            NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_KV, t + 1, src, s.kv[cur],
+            NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_KV, t + 1, src, d.es, s.kv[cur],
                                      s.kv[1 - cur], &kv_req),
-                           status, out_free);
+                           status, out);
         }
-        NSP_CHECK_GOTO(bwd_step(ring, io, src, s.kv[cur], &in, &s), status, out_free);
+        NSP_CHECK_GOTO(bwd_step(ring, io, src, s.kv[cur], &in, &s, &d), status, out);
         /* The travelling sum of block src has arrived meanwhile: add, pass on
          * (after the last step it goes to its owner, and ours comes back). */
-        NSP_CHECK_GOTO(ring_wait(io, &dkv_req), status, out_free);
+        NSP_CHECK_GOTO(ring_wait(io, &dkv_req), status, out);
         a = 1 - a;
         c0 = nsp_thread_cpu_s();
-        add_floats(s.acc[a], s.contrib, 2 * kv_floats(ring, src));
+        status = nsp_reduce_accumulate(d.dt, 2 * kv_floats(ring, src), s.contrib, s.acc[a]);
         io->compute_s += nsp_thread_cpu_s() - c0;
-        NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_DKV, t + 1, src, s.acc[a],
-                                 s.acc[1 - a], &dkv_req),
-                       status, out_free);
+        NSP_CHECK_GOTO(status, status, out);
+        NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_DKV, t + 1, src, sizeof(float),
+                                 s.acc[a], s.acc[1 - a], &dkv_req),
+                       status, out);
     }
-    NSP_CHECK_GOTO(ring_wait(io, &dkv_req), status, out_free);
-    unpack_dkv(ring, s.acc[1 - a], dk, dv);
-    status = NSP_OK;
-out_free:
+    NSP_CHECK_GOTO(ring_wait(io, &dkv_req), status, out);
+    status = bwd_round(ring, io, &d, &s, s.acc[1 - a], dq, dk, dv);
+out:
     if (kv_req != NULL) {
         nsp_request_free(kv_req); /* only on error: abandons it */
     }
     if (dkv_req != NULL) {
         nsp_request_free(dkv_req);
     }
-    bwd_scratch_free(&s);
     return status;
 }

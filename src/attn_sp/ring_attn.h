@@ -36,7 +36,14 @@
  * rank's own block arrives from j-1. Messages: forward r-1 KV blocks,
  * backward r-1 KV blocks and r dKV blocks, per rank.
  *
- * Float32 and host memory only (the merges and sums are done here).
+ * Dtypes (io->proto.dtype): float32, bfloat16 or float16, host memory. The
+ * kernel reads and writes the wire dtype; KV blocks travel in it. Partials
+ * are read in it and accumulated in float32 (attn_reduce.h): the running o
+ * and dq in scratch of the ring, the travelling dK/dV sums in float32 on
+ * the wire too (twice the bytes of a block for bf16 / fp16); each output is
+ * rounded once at the end. For float32 the outputs are their own
+ * accumulators. The scratch belongs to the ring, is sized by its first call
+ * and kept until nsp_ring_level_free().
  */
 #ifndef NSP_ATTN_SP_RING_ATTN_H_
 #define NSP_ATTN_SP_RING_ATTN_H_
@@ -58,7 +65,7 @@ typedef nsp_status_t (*nsp_ring_progress_fn)(void *ctx, int *idle);
 typedef struct nsp_ring_level_io {
     const nsp_attn_kernel_t *kernel;
     nsp_attn_batch_t         proto;     /**< params (the rank's heads, resolved scale,
-                                             causal), dtype FP32, head0s, level; the
+                                             causal), dtype, head0s, level; the
                                              offsets are filled per call */
     nsp_ring_progress_fn     progress;  /**< may be NULL */
     void                    *progress_ctx;
@@ -71,7 +78,7 @@ typedef struct nsp_ring_level_io {
 
 /**
  * Set up the ring of the ring level `lv` (ring > 1; borrowed only during
- * the call) for blocks of `kv_heads` KV heads of `head_dim` floats. The
+ * the call) for blocks of `kv_heads` KV heads of `head_dim` elements. The
  * level's spans must be those of the layout rules. Errors:
  * NSP_ERR_INVALID_ARG (not a ring level, spans not zigzag), NSP_ERR_NO_MEMORY.
  */
@@ -81,11 +88,12 @@ nsp_status_t nsp_ring_level_create(nsp_tree_t *tree, const nsp_layout_level_t *l
 /**
  * Forward of the level: q [T_j, n_q', D], k and v [T_j, n_kv', D] (the
  * rank's head-sharded block, read only) -> o [T_j, n_q', D], lse [T_j, n_q'].
+ * Buffers of io->proto.dtype except lse (float32).
  * Collective over the ring. Errors: a kernel's error, NSP_ERR_TIMEOUT,
  * NSP_ERR_PEER_FAILED, NSP_ERR_BACKEND, NSP_ERR_NO_MEMORY.
  */
 nsp_status_t nsp_ring_level_fwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
-                                const float *q, const float *k, const float *v, float *o,
+                                const void *q, const void *k, const void *v, void *o,
                                 float *lse);
 
 /**
@@ -95,9 +103,9 @@ nsp_status_t nsp_ring_level_fwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
  * own KV block over every query of the ring. Errors: as the forward.
  */
 nsp_status_t nsp_ring_level_bwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
-                                const float *q, const float *k, const float *v,
-                                const float *o, const float *lse, const float *dout,
-                                float *dq, float *dk, float *dv);
+                                const void *q, const void *k, const void *v, const void *o,
+                                const float *lse, const void *dout, void *dq, void *dk,
+                                void *dv);
 
 /** Free a ring. NULL is a no-op. */
 void nsp_ring_level_free(nsp_ring_level_t *ring);
