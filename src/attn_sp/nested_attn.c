@@ -8,6 +8,7 @@
 #include "attn_sp/nested_attn.h"
 
 #include "attn_sp/attn_ref.h"
+#include "attn_sp/attn_reduce.h"
 #include "attn_sp/layout.h"
 #include "attn_sp/nested_a2a.h"
 #include "attn_sp/pack.h"
@@ -25,8 +26,11 @@
 #define NATTN_MAX_LEVELS   NSP_TREE_MAX_LEVELS
 #define NATTN_DEFAULT_SLICES 8
 
-/* Head-sharded buffers kept by the attn between calls. */
-enum { B_Q, B_K, B_V, B_O, B_LSE, B_DO, B_DQ, B_DK, B_DV, B_COUNT };
+/* Head-sharded buffers kept by the attn between calls; with dK/dV summed in
+ * float32 (dkv_f32), their float32 copies head-sharded (_H, [rows_kv, D])
+ * and sequence-sharded (_S, [T_local, n_kv, D]). */
+enum { B_Q, B_K, B_V, B_O, B_LSE, B_DO, B_DQ, B_DK, B_DV, B_DK32H, B_DV32H, B_DK32S, B_DV32S,
+       B_COUNT };
 
 /* What a call is, for the agreement check. */
 enum { KIND_FWD = 1, KIND_BWD_SAVED = 2, KIND_BWD_FULL = 3 };
@@ -45,17 +49,14 @@ typedef struct nattn_level {
     uint64_t           s2h_q, s2h_kv, s2h_lse, h2s_q, h2s_kv_sum, h2s_lse;
 } nattn_level_t;
 
-/* One exchange of the calls of one kind, built by the first such call and
- * started again by every later one (its parameters, to check they hold). */
-typedef struct nattn_handle {
-    nsp_a2a_t         *a2a;
-    nsp_a2a_dir_t      dir;
-    int                heads, head_dim, gated;
-    size_t             es;
-    nsp_a2a_replicas_t replicas;
-} nattn_handle_t;
+/* The exchanges of the calls, built once by create (nsp_a2a_create) and
+ * started by every call that uses them; a call starts each at most once.
+ * Sequence-to-head of q, k, v, o, lse, dout; head-to-sequence of o, lse
+ * (forward), dq, dk, dv (backward). */
+enum { X_Q, X_K, X_V, X_O, X_LSE, X_DO, X_O_BACK, X_LSE_BACK, X_DQ_BACK, X_DK_BACK,
+       X_DV_BACK, X_COUNT };
 
-#define NATTN_MAX_XFERS 9
+#define NATTN_MAX_XFERS 9 /* most exchanges of one call (a stateless backward) */
 
 struct nsp_nested_attn {
     nsp_tree_t              *tree;
@@ -69,13 +70,15 @@ struct nsp_nested_attn {
     nsp_attn_dtype_t         dtype;
     size_t                   es;        /* bytes per element of q, k, v, ... */
     int                      serial, check, max_slices;
-    int                      kv_replicated; /* some level replicates KV heads */
+    int                      kv_replicated; /* some level of this rank replicates KV heads */
+    int                      dkv_f32;   /* dtype is not FP32 and some rank replicates KV
+                                           heads: dK/dV go back in float32, summed */
     uint64_t                 hash;      /* of the round and the static parameters */
     int64_t                  rows_q, rows_kv;  /* head-sharded rows for n_q and n_kv heads */
     nattn_level_t           *levels;    /* [info.nlevels] */
     void                    *buf[B_COUNT];
     size_t                   cap[B_COUNT];
-    nattn_handle_t           xh[KIND_BWD_FULL][NATTN_MAX_XFERS]; /* [kind - 1][exchange] */
+    nsp_a2a_t               *xh[X_COUNT]; /* the exchanges, [X_*] */
 };
 
 struct nsp_nested_attn_saved {
@@ -206,10 +209,7 @@ static nsp_status_t level_setup_bytes(nsp_nested_attn_t *a, int l, nattn_level_t
                           &L->s2h_lse));
     NSP_CHECK(level_bytes(a->layout, l, NSP_A2A_HEAD_TO_SEQ, nq, rb, NSP_A2A_REPLICAS_FIRST,
                           &L->h2s_q));
-    NSP_CHECK(level_bytes(a->layout, l, NSP_A2A_HEAD_TO_SEQ, nkv, rb,
-                          a->dtype == NSP_ATTN_FP32 ? NSP_A2A_REPLICAS_SUM_F32
-                                                    : NSP_A2A_REPLICAS_FIRST,
-                          &L->h2s_kv_sum));
+    /* h2s_kv_sum: by create_exchanges(), once the world decided dkv_f32 */
     return level_bytes(a->layout, l, NSP_A2A_HEAD_TO_SEQ, nq, 4, NSP_A2A_REPLICAS_FIRST,
                        &L->h2s_lse);
 }
@@ -361,6 +361,94 @@ static nsp_status_t create_local(nsp_nested_attn_t *a, const nsp_nested_attn_par
     return NSP_OK;
 }
 
+/* ---- exchanges, built at create ---------------------------------------------- */
+
+/* What exchange X_* moves: rows of `head_dim` elements of `es` bytes for
+ * `heads` heads; gated head-to-sequence levels start when the call opens
+ * them (serial mode gates sequence-to-head too). */
+typedef struct xfer_shape {
+    nsp_a2a_dir_t      dir;
+    int                heads, head_dim, gated;
+    size_t             es;
+    nsp_a2a_replicas_t replicas;
+} xfer_shape_t;
+
+static xfer_shape_t xfer_shape(const nsp_nested_attn_t *a, int x)
+{
+    const int    nq = a->attn.q_heads, nkv = a->attn.kv_heads, D = a->attn.head_dim;
+    xfer_shape_t sh = {NSP_A2A_SEQ_TO_HEAD, nq, D, a->serial, a->es, NSP_A2A_REPLICAS_FIRST};
+
+    if (x >= X_O_BACK) {
+        sh.dir   = NSP_A2A_HEAD_TO_SEQ;
+        sh.gated = 1;
+    }
+    if (x == X_K || x == X_V || x == X_DK_BACK || x == X_DV_BACK) {
+        sh.heads = nkv;
+    }
+    if (x == X_LSE || x == X_LSE_BACK) { /* [T, n_q] float32 */
+        sh.head_dim = 1;
+        sh.es       = 4;
+    }
+    if ((x == X_DK_BACK || x == X_DV_BACK) && (a->dtype == NSP_ATTN_FP32 || a->dkv_f32)) {
+        sh.es       = 4; /* float32 (dkv_f32: copies of the wire dtype's gradients) */
+        sh.replicas = NSP_A2A_REPLICAS_SUM_F32;
+    }
+    return sh;
+}
+
+/* dkv_f32: does any rank of the world replicate KV heads (a dtype other
+ * than FP32 only)? Every rank must build the same dK/dV exchanges. */
+static nsp_status_t agree_dkv_f32(nsp_nested_attn_t *a)
+{
+    int64_t      mine = a->kv_replicated, *all;
+    int          size;
+    nsp_status_t status = NSP_OK;
+
+    a->dkv_f32 = 0;
+    if (a->dtype == NSP_ATTN_FP32) {
+        return NSP_OK;
+    }
+    NSP_CHECK(nsp_comm_size(a->world, &size));
+    all = malloc(sizeof(int64_t) * (size_t)size);
+    if (all == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "nested attention: cannot allocate %d flags", size);
+    }
+    NSP_CHECK_GOTO(nsp_comm_allgather(a->world, &mine, all, sizeof(mine)), status, out_free);
+    for (int r = 0; r < size; ++r) {
+        a->dkv_f32 |= all[r] != 0;
+    }
+out_free:
+    free(all);
+    return status;
+}
+
+/* Every exchange of the calls (local: check = 0, the calls agree), and the
+ * bytes of the dK/dV head-to-sequence. */
+static nsp_status_t create_exchanges(nsp_nested_attn_t *a)
+{
+    NSP_CHECK(agree_dkv_f32(a));
+    for (int l = 0; l < a->info.nlevels; ++l) {
+        xfer_shape_t sh = xfer_shape(a, X_DK_BACK);
+        NSP_CHECK(level_bytes(a->layout, l, sh.dir, sh.heads, (size_t)sh.head_dim * sh.es,
+                              sh.replicas, &a->levels[l].h2s_kv_sum));
+    }
+    for (int x = 0; x < X_COUNT; ++x) {
+        xfer_shape_t     sh = xfer_shape(a, x);
+        nsp_a2a_params_t p;
+        memset(&p, 0, sizeof(p));
+        p.field_mask = NSP_A2A_FIELD_REPLICAS | NSP_A2A_FIELD_CHECK;
+        p.direction  = sh.dir;
+        p.heads      = sh.heads;
+        p.head_dim   = sh.head_dim;
+        p.elem_size  = sh.es;
+        p.replicas   = sh.replicas;
+        p.check      = 0; /* agreed once per call */
+        NSP_CHECK(sh.gated ? nsp_a2a_create_gated(a->tree, a->layout, &p, &a->xh[x])
+                           : nsp_a2a_create(a->tree, a->layout, &p, &a->xh[x]));
+    }
+    return NSP_OK;
+}
+
 nsp_status_t nsp_nested_attn_create(nsp_tree_t *tree, const nsp_layout_t *layout,
                                     const nsp_nested_attn_params_t *params,
                                     nsp_nested_attn_t **attn_p)
@@ -389,6 +477,7 @@ nsp_status_t nsp_nested_attn_create(nsp_tree_t *tree, const nsp_layout_t *layout
     }
     NSP_CHECK_GOTO(status, status, err_destroy);
     a->hash = static_hash(a);
+    NSP_CHECK_GOTO(create_exchanges(a), status, err_destroy);
     *attn_p = a;
     return NSP_OK;
 
@@ -410,10 +499,8 @@ nsp_status_t nsp_nested_attn_destroy(nsp_nested_attn_t *a)
         nsp_ring_level_free(L->ring);
     }
     free(a->levels);
-    for (int k = 0; k < KIND_BWD_FULL; ++k) {
-        for (int x = 0; x < NATTN_MAX_XFERS; ++x) {
-            nsp_a2a_destroy(a->xh[k][x].a2a); /* no request is held between calls */
-        }
+    for (int x = 0; x < X_COUNT; ++x) {
+        nsp_a2a_destroy(a->xh[x]); /* no request is held between calls */
     }
     for (int b = 0; b < B_COUNT; ++b) {
         free(a->buf[b]);
@@ -469,63 +556,26 @@ typedef struct nattn_call {
     int                      nx;
     nsp_nested_attn_stats_t  st;
     uint32_t                 seq;  /* the world's operation number of the call (ring tags) */
+    float                   *dkv32[2]; /* backward with dkv_f32: head-sharded float32 dK, dV
+                                          [rows_kv, D] (each level widened once computed) */
 } nattn_call_t;
 
-typedef struct xfer_args {
-    nsp_a2a_dir_t      dir;
-    int                heads, head_dim;
-    size_t             es;
-    nsp_a2a_replicas_t replicas;
-    const void        *src;
-    void              *dst;
-    int                gated;
-} xfer_args_t;
+/* One exchange of a call: which (X_*), from where to where. */
+typedef struct xfer_io {
+    int         x;
+    const void *src;
+    void       *dst;
+} xfer_io_t;
 
-/* The handle of exchange number c->nx of this kind of call: the one built
- * by an earlier call, or built now (local: check = 0). */
-static nsp_status_t xfer_handle(nattn_call_t *c, const xfer_args_t *xa, nsp_a2a_t **a2a)
-{
-    nattn_handle_t  *h = &c->a->xh[c->kind - 1][c->nx];
-    nsp_a2a_params_t p;
-
-    if (h->a2a != NULL && h->dir == xa->dir && h->heads == xa->heads &&
-        h->head_dim == xa->head_dim && h->es == xa->es && h->replicas == xa->replicas &&
-        h->gated == xa->gated) {
-        *a2a = h->a2a;
-        return NSP_OK;
-    }
-    NSP_CHECK(nsp_a2a_destroy(h->a2a));
-    h->a2a = NULL;
-    memset(&p, 0, sizeof(p));
-    p.field_mask = NSP_A2A_FIELD_REPLICAS | NSP_A2A_FIELD_CHECK;
-    p.direction  = xa->dir;
-    p.heads      = xa->heads;
-    p.head_dim   = xa->head_dim;
-    p.elem_size  = xa->es;
-    p.replicas   = xa->replicas;
-    p.check      = 0; /* agreed once per call */
-    NSP_CHECK(xa->gated ? nsp_a2a_create_gated(c->a->tree, c->a->layout, &p, &h->a2a)
-                        : nsp_a2a_create(c->a->tree, c->a->layout, &p, &h->a2a));
-    h->dir      = xa->dir;
-    h->heads    = xa->heads;
-    h->head_dim = xa->head_dim;
-    h->es       = xa->es;
-    h->replicas = xa->replicas;
-    h->gated    = xa->gated;
-    *a2a        = h->a2a;
-    return NSP_OK;
-}
-
-static nsp_status_t xfer_post(nattn_call_t *c, const xfer_args_t *xa, nattn_xfer_t **out)
+/* Start exchange xo->x (built at create) for the call. */
+static nsp_status_t xfer_post(nattn_call_t *c, const xfer_io_t *xo, nattn_xfer_t **out)
 {
     nattn_xfer_t *x = &c->x[c->nx];
-    nsp_a2a_t    *a2a;
 
     memset(x, 0, sizeof(*x));
-    NSP_CHECK(xfer_handle(c, xa, &a2a));
-    NSP_CHECK(nsp_a2a_start(a2a, xa->src, xa->dst, NULL, x->req));
+    NSP_CHECK(nsp_a2a_start(c->a->xh[xo->x], xo->src, xo->dst, NULL, x->req));
     x->posted = 1;
-    memset(x->opened, !xa->gated, sizeof(x->opened));
+    memset(x->opened, !xfer_shape(c->a, xo->x).gated, sizeof(x->opened));
     c->nx++;
     *out = x;
     return NSP_OK;
@@ -534,8 +584,8 @@ static nsp_status_t xfer_post(nattn_call_t *c, const xfer_args_t *xa, nattn_xfer
 /* Post a call's exchanges, its nin inputs (into in[]) before its nout
  * outputs (into out[]). On an error the ones posted so far stay in c for
  * the caller's cleanup. */
-static nsp_status_t xfer_post_all(nattn_call_t *c, const xfer_args_t *xin, int nin,
-                                  nattn_xfer_t **in, const xfer_args_t *xout, int nout,
+static nsp_status_t xfer_post_all(nattn_call_t *c, const xfer_io_t *xin, int nin,
+                                  nattn_xfer_t **in, const xfer_io_t *xout, int nout,
                                   nattn_xfer_t **out)
 {
     for (int x = 0; x < nin; ++x) {
@@ -833,6 +883,28 @@ static nsp_status_t level_compute(nattn_call_t *c, int l, const level_ptrs_t *ba
                            : level_compute_ulysses(c, l, &p, bwd);
 }
 
+/* Backward with dkv_f32: widen level l's dK and dV (its block of the
+ * head-sharded buffers, wire dtype) into the float32 source of their
+ * summing exchange. Nothing otherwise. */
+static nsp_status_t level_widen_dkv(nattn_call_t *c, int l, const level_ptrs_t *base)
+{
+    const nattn_level_t *L = &c->a->levels[l];
+    size_t               e0 = (size_t)L->hkv.row_offset * (size_t)c->a->attn.head_dim;
+    size_t               n  = (size_t)L->hkv.rows * (size_t)c->a->attn.head_dim;
+    double               c0;
+    nsp_status_t         st;
+
+    if (c->dkv32[0] == NULL) {
+        return NSP_OK;
+    }
+    c0 = nsp_thread_cpu_s();
+    st = nsp_reduce_to_f32(c->a->dtype, n, base->dk + e0 * c->a->es, c->dkv32[0] + e0);
+    st = st < 0 ? st : nsp_reduce_to_f32(c->a->dtype, n, base->dv + e0 * c->a->es,
+                                         c->dkv32[1] + e0);
+    c->st.level[l].compute_s += nsp_thread_cpu_s() - c0;
+    return st;
+}
+
 /*
  * The level loop shared by forward and backward: in[nin] are the inputs'
  * sequence-to-head exchanges, out[nout] the outputs' head-to-sequence
@@ -851,6 +923,7 @@ static nsp_status_t call_levels(nattn_call_t *c, nattn_xfer_t *const *in, int ni
         }
         NSP_CHECK(call_wait_level(c, in, nin, l));
         NSP_CHECK(level_compute(c, l, base, bwd));
+        NSP_CHECK(level_widen_dkv(c, l, base));
         for (int k = 0; k < nout; ++k) {
             NSP_CHECK(xfer_open(out[k], l));
         }
@@ -938,13 +1011,13 @@ nsp_status_t nsp_nested_attn_fwd(nsp_nested_attn_t *a, const void *q, const void
     level_ptrs_t       base;
     void              *qh, *kh, *vh, *oh, *lh;
     size_t             rq, rk;
-    int                D, nq, nkv;
+    int                D;
     nsp_status_t       status;
 
     if (a == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_nested_attn_fwd: attn is NULL");
     }
-    D   = a->attn.head_dim, nq = a->attn.q_heads, nkv = a->attn.kv_heads;
+    D   = a->attn.head_dim;
     rq  = (size_t)a->rows_q * (size_t)D * a->es;
     rk  = (size_t)a->rows_kv * (size_t)D * a->es;
     qh = kh = vh = oh = lh = NULL;
@@ -959,13 +1032,8 @@ nsp_status_t nsp_nested_attn_fwd(nsp_nested_attn_t *a, const void *q, const void
     NSP_CHECK(call_begin(&c, a, KIND_FWD, status));
 
     {
-        const xfer_args_t xin[3] = {
-            {NSP_A2A_SEQ_TO_HEAD, nq, D, a->es, NSP_A2A_REPLICAS_FIRST, q, qh, a->serial},
-            {NSP_A2A_SEQ_TO_HEAD, nkv, D, a->es, NSP_A2A_REPLICAS_FIRST, k, kh, a->serial},
-            {NSP_A2A_SEQ_TO_HEAD, nkv, D, a->es, NSP_A2A_REPLICAS_FIRST, v, vh, a->serial}};
-        const xfer_args_t xout[2] = {
-            {NSP_A2A_HEAD_TO_SEQ, nq, D, a->es, NSP_A2A_REPLICAS_FIRST, oh, o, 1},
-            {NSP_A2A_HEAD_TO_SEQ, nq, 1, 4, NSP_A2A_REPLICAS_FIRST, lh, lse, 1}};
+        const xfer_io_t xin[3]  = {{X_Q, q, qh}, {X_K, k, kh}, {X_V, v, vh}};
+        const xfer_io_t xout[2] = {{X_O_BACK, oh, o}, {X_LSE_BACK, lh, lse}};
         NSP_CHECK_GOTO(xfer_post_all(&c, xin, 3, in, xout, 2, out), status, out_free);
     }
     memset(&base, 0, sizeof(base));
@@ -999,13 +1067,39 @@ static nsp_status_t check_bwd(const nsp_nested_attn_t *a, const nsp_nested_attn_
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_nested_attn_bwd: the kernel has no "
                          "backward callback");
     }
-    if (a->kv_replicated && a->dtype != NSP_ATTN_FP32) {
-        return nsp_error(NSP_ERR_UNSUPPORTED, "nsp_nested_attn_bwd: a level replicates KV "
-                         "heads, and their dK/dV are summed over the replicas in float32; "
-                         "use dtype NSP_ATTN_FP32 or degrees up to n_kv = %d",
-                         a->attn.kv_heads);
-    }
     return NSP_OK;
+}
+
+/* With dkv_f32: the float32 copies of dK/dV, head-sharded (the level's
+ * gradients widened, the exchange's source) and sequence-sharded (its
+ * sums, rounded once into the caller's dk, dv); else all NULL. */
+static nsp_status_t dkv_f32_buffers(nsp_nested_attn_t *a, void **h32, void **s32)
+{
+    size_t hb = (size_t)a->rows_kv * (size_t)a->attn.head_dim * sizeof(float);
+    size_t sb = (size_t)a->info.local_tokens * (size_t)a->attn.kv_heads *
+                (size_t)a->attn.head_dim * sizeof(float);
+
+    h32[0] = h32[1] = s32[0] = s32[1] = NULL;
+    if (!a->dkv_f32) {
+        return NSP_OK;
+    }
+    NSP_CHECK(attn_buffer(a, B_DK32H, hb, &h32[0]));
+    NSP_CHECK(attn_buffer(a, B_DV32H, hb, &h32[1]));
+    NSP_CHECK(attn_buffer(a, B_DK32S, sb, &s32[0]));
+    return attn_buffer(a, B_DV32S, sb, &s32[1]);
+}
+
+/* The one rounding of the float32 dK/dV sums into the caller's dk and dv. */
+static nsp_status_t dkv_round(const nsp_nested_attn_t *a, void *const *s32, void *dk, void *dv)
+{
+    size_t n = (size_t)a->info.local_tokens * (size_t)a->attn.kv_heads *
+               (size_t)a->attn.head_dim;
+
+    if (!a->dkv_f32) {
+        return NSP_OK;
+    }
+    NSP_CHECK(nsp_reduce_from_f32(a->dtype, n, s32[0], dk));
+    return nsp_reduce_from_f32(a->dtype, n, s32[1], dv);
 }
 
 nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *a, const nsp_nested_attn_saved_t *saved,
@@ -1018,19 +1112,17 @@ nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *a, const nsp_nested_attn_sav
     nattn_call_t       c;
     nattn_xfer_t      *in[6], *out[3];
     level_ptrs_t       base;
-    void              *qh, *kh, *vh, *oh, *lh, *doh, *dqh, *dkh, *dvh;
+    void              *qh, *kh, *vh, *oh, *lh, *doh, *dqh, *dkh, *dvh, *h32[2], *s32[2];
     size_t             rq, rk;
-    int                D, nq, nkv, nin = 0;
-    nsp_a2a_replicas_t kv_rep;
+    int                D, nin = 0;
     nsp_status_t       status;
 
     if (a == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_nested_attn_bwd: attn is NULL");
     }
-    D      = a->attn.head_dim, nq = a->attn.q_heads, nkv = a->attn.kv_heads;
-    rq     = (size_t)a->rows_q * (size_t)D * a->es;
-    rk     = (size_t)a->rows_kv * (size_t)D * a->es;
-    kv_rep = a->dtype == NSP_ATTN_FP32 ? NSP_A2A_REPLICAS_SUM_F32 : NSP_A2A_REPLICAS_FIRST;
+    D  = a->attn.head_dim;
+    rq = (size_t)a->rows_q * (size_t)D * a->es;
+    rk = (size_t)a->rows_kv * (size_t)D * a->es;
     qh = kh = vh = oh = lh = doh = dqh = dkh = dvh = NULL;
     /* Local checks first; call_begin() makes every rank fail if one did. */
     status = check_buffers(a, "nsp_nested_attn_bwd", saved != NULL ? 4 : 9, bufs, names);
@@ -1049,20 +1141,16 @@ nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *a, const nsp_nested_attn_sav
     status = status < 0 ? status : attn_buffer(a, B_DQ, rq, &dqh);
     status = status < 0 ? status : attn_buffer(a, B_DK, rk, &dkh);
     status = status < 0 ? status : attn_buffer(a, B_DV, rk, &dvh);
+    status = status < 0 ? status : dkv_f32_buffers(a, h32, s32);
     NSP_CHECK(call_begin(&c, a, saved != NULL ? KIND_BWD_SAVED : KIND_BWD_FULL, status));
+    c.dkv32[0] = h32[0], c.dkv32[1] = h32[1];
 
     {
-        const xfer_args_t xin[6] = {
-            {NSP_A2A_SEQ_TO_HEAD, nq, D, a->es, NSP_A2A_REPLICAS_FIRST, dout, doh, a->serial},
-            {NSP_A2A_SEQ_TO_HEAD, nq, D, a->es, NSP_A2A_REPLICAS_FIRST, q, qh, a->serial},
-            {NSP_A2A_SEQ_TO_HEAD, nkv, D, a->es, NSP_A2A_REPLICAS_FIRST, k, kh, a->serial},
-            {NSP_A2A_SEQ_TO_HEAD, nkv, D, a->es, NSP_A2A_REPLICAS_FIRST, v, vh, a->serial},
-            {NSP_A2A_SEQ_TO_HEAD, nq, D, a->es, NSP_A2A_REPLICAS_FIRST, o, oh, a->serial},
-            {NSP_A2A_SEQ_TO_HEAD, nq, 1, 4, NSP_A2A_REPLICAS_FIRST, lse, lh, a->serial}};
-        const xfer_args_t xout[3] = {
-            {NSP_A2A_HEAD_TO_SEQ, nq, D, a->es, NSP_A2A_REPLICAS_FIRST, dqh, dq, 1},
-            {NSP_A2A_HEAD_TO_SEQ, nkv, D, a->es, kv_rep, dkh, dk, 1},
-            {NSP_A2A_HEAD_TO_SEQ, nkv, D, a->es, kv_rep, dvh, dv, 1}};
+        const xfer_io_t xin[6]  = {{X_DO, dout, doh}, {X_Q, q, qh},   {X_K, k, kh},
+                                   {X_V, v, vh},      {X_O, o, oh},   {X_LSE, lse, lh}};
+        const xfer_io_t xout[3] = {{X_DQ_BACK, dqh, dq},
+                                   {X_DK_BACK, a->dkv_f32 ? h32[0] : dkh, a->dkv_f32 ? s32[0] : dk},
+                                   {X_DV_BACK, a->dkv_f32 ? h32[1] : dvh, a->dkv_f32 ? s32[1] : dv}};
         nin = saved != NULL ? 1 : 6;
         NSP_CHECK_GOTO(xfer_post_all(&c, xin, nin, in, xout, 3, out), status, out_free);
     }
@@ -1077,6 +1165,7 @@ nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *a, const nsp_nested_attn_sav
     base.dk   = dkh;
     base.dv   = dvh;
     NSP_CHECK_GOTO(call_levels(&c, in, nin, out, 3, &base, 1), status, out_free);
+    NSP_CHECK_GOTO(dkv_round(a, s32, dk, dv), status, out_free);
     stats_add_bytes(&c, 1, saved != NULL);
     call_end(&c, stats);
     status = NSP_OK;
