@@ -271,3 +271,191 @@ double nt_max_diff(const nt_ref_t *ref, const nsp_layout_t *layout, const float 
     *scale = g.scale;
     return g.diff;
 }
+
+/* ---- bf16 / fp16 ------------------------------------------------------------ */
+
+/* Written here apart from the library's own conversions: bf16 by its bits
+ * (round to nearest even), fp16 by the compiler's _Float16. */
+static uint16_t to_bf16(float f)
+{
+    uint32_t x;
+
+    memcpy(&x, &f, sizeof(x));
+    if (isnan(f)) {
+        return 0x7fc0u;
+    }
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float    f;
+
+    memcpy(&f, &x, sizeof(f));
+    return f;
+}
+
+int nt_have_fp16(void)
+{
+#if defined(__FLT16_MAX__)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+size_t nt_elem_size(nsp_attn_dtype_t dtype)
+{
+    return dtype == NSP_ATTN_FP32 ? 4 : 2;
+}
+
+static uint16_t narrow(nsp_attn_dtype_t dtype, float f)
+{
+#if defined(__FLT16_MAX__)
+    if (dtype == NSP_ATTN_FP16) {
+        _Float16 h = (_Float16)f;
+        uint16_t b;
+        memcpy(&b, &h, sizeof(b));
+        return b;
+    }
+#endif
+    (void)dtype;
+    return to_bf16(f);
+}
+
+static float widen(nsp_attn_dtype_t dtype, uint16_t b)
+{
+#if defined(__FLT16_MAX__)
+    if (dtype == NSP_ATTN_FP16) {
+        _Float16 h;
+        memcpy(&h, &b, sizeof(h));
+        return (float)h;
+    }
+#endif
+    (void)dtype;
+    return from_bf16(b);
+}
+
+void nt_to_dtype(nsp_attn_dtype_t dtype, void *buf, size_t n)
+{
+    const float *f = buf;
+    uint16_t    *h = buf;
+
+    if (dtype == NSP_ATTN_FP32) {
+        return;
+    }
+    for (size_t i = 0; i < n; ++i) { /* element i's 2 bytes never pass float i's 4 */
+        float x = f[i];
+        h[i] = narrow(dtype, x);
+    }
+}
+
+void nt_from_dtype(nsp_attn_dtype_t dtype, void *buf, size_t n)
+{
+    float    *f = buf;
+    uint16_t *h = buf;
+
+    if (dtype == NSP_ATTN_FP32) {
+        return;
+    }
+    for (size_t i = n; i-- > 0;) { /* from the end: float i covers halves >= i, read */
+        uint16_t x = h[i];
+        f[i] = widen(dtype, x);
+    }
+}
+
+/* Rows of a kernel call, from 0 (the driver passes offsets from 0). */
+static size_t rows_of(const int64_t *off, int nseqs)
+{
+    return (size_t)(off[nseqs] - off[0]);
+}
+
+/* n elements of dtype into a new float32 buffer (NULL: no memory). */
+static float *widened(nsp_attn_dtype_t dtype, const void *src, size_t n)
+{
+    float *f = malloc(sizeof(float) * (n + 1));
+
+    if (f != NULL && n > 0) {
+        memcpy(f, src, n * nt_elem_size(dtype));
+        nt_from_dtype(dtype, f, n);
+    }
+    return f;
+}
+
+static void rounded_into(nsp_attn_dtype_t dtype, float *f, size_t n, void *dst)
+{
+    nt_to_dtype(dtype, f, n);
+    memcpy(dst, f, n * nt_elem_size(dtype));
+}
+
+static nsp_status_t dtype_fwd(void *ctx, const nsp_attn_batch_t *b, const void *q,
+                              const void *k, const void *v, void *o, float *lse)
+{
+    const nt_dtype_kernel_t *dk = ctx;
+    nsp_attn_batch_t         fb = *b;
+    size_t nq = rows_of(b->q_offsets, b->nseqs) * (size_t)(b->params.q_heads * b->params.head_dim);
+    size_t nk = rows_of(b->kv_offsets, b->nseqs) * (size_t)(b->params.kv_heads *
+                                                            b->params.head_dim);
+    float *fq = widened(dk->dtype, q, nq), *fk = widened(dk->dtype, k, nk);
+    float *fv = widened(dk->dtype, v, nk), *fo = malloc(sizeof(float) * (nq + 1));
+    nsp_status_t st = NSP_ERR_NO_MEMORY;
+
+    if (b->dtype != dk->dtype) {
+        st = NSP_ERR_INVALID_ARG;
+    } else if (fq && fk && fv && fo) {
+        fb.dtype = NSP_ATTN_FP32;
+        st = dk->ref.fwd(dk->ref.ctx, &fb, fq, fk, fv, fo, lse);
+        if (st == NSP_OK) {
+            rounded_into(dk->dtype, fo, nq, o);
+        }
+    }
+    free(fq), free(fk), free(fv), free(fo);
+    return st;
+}
+
+static nsp_status_t dtype_bwd(void *ctx, const nsp_attn_batch_t *b, const void *q,
+                              const void *k, const void *v, const void *o, const float *lse,
+                              const void *dout, void *dq, void *dk_, void *dv)
+{
+    const nt_dtype_kernel_t *dk = ctx;
+    nsp_attn_batch_t         fb = *b;
+    size_t nq = rows_of(b->q_offsets, b->nseqs) * (size_t)(b->params.q_heads * b->params.head_dim);
+    size_t nk = rows_of(b->kv_offsets, b->nseqs) * (size_t)(b->params.kv_heads *
+                                                            b->params.head_dim);
+    float *in[5] = {widened(dk->dtype, q, nq), widened(dk->dtype, k, nk),
+                    widened(dk->dtype, v, nk), widened(dk->dtype, o, nq),
+                    widened(dk->dtype, dout, nq)};
+    float *g[3] = {malloc(sizeof(float) * (nq + 1)), malloc(sizeof(float) * (nk + 1)),
+                   malloc(sizeof(float) * (nk + 1))};
+    nsp_status_t st = NSP_ERR_NO_MEMORY;
+    int          ok = g[0] && g[1] && g[2];
+
+    for (int x = 0; x < 5; ++x) {
+        ok &= in[x] != NULL;
+    }
+    if (b->dtype != dk->dtype) {
+        st = NSP_ERR_INVALID_ARG;
+    } else if (ok) {
+        fb.dtype = NSP_ATTN_FP32;
+        st = dk->ref.bwd(dk->ref.ctx, &fb, in[0], in[1], in[2], in[3], lse, in[4], g[0], g[1],
+                         g[2]);
+        if (st == NSP_OK) {
+            rounded_into(dk->dtype, g[0], nq, dq);
+            rounded_into(dk->dtype, g[1], nk, dk_);
+            rounded_into(dk->dtype, g[2], nk, dv);
+        }
+    }
+    for (int x = 0; x < 5; ++x) {
+        free(in[x]);
+    }
+    free(g[0]), free(g[1]), free(g[2]);
+    return st;
+}
+
+void nt_dtype_kernel(nt_dtype_kernel_t *dk, nsp_attn_dtype_t dtype, nsp_attn_kernel_t *kernel)
+{
+    nsp_attn_kernel_reference(&dk->ref);
+    dk->dtype = dtype;
+    *kernel   = (nsp_attn_kernel_t){.fwd = dtype_fwd, .bwd = dtype_bwd, .ctx = dk};
+}

@@ -81,4 +81,28 @@ void nt_gather(const nt_ref_t *ref, const nsp_layout_t *layout, const float *glo
 double nt_max_diff(const nt_ref_t *ref, const nsp_layout_t *layout, const float *global,
                    int heads, int width, const float *local, double *scale);
 
+/*
+ * bf16 and fp16 (written apart from the library's conversions: bf16 by its
+ * bits, fp16 by the compiler's _Float16; round to nearest even).
+ */
+
+/** Does this compiler have _Float16 (else fp16 cases are skipped)? */
+int nt_have_fp16(void);
+/** Bytes per element: 4 for FP32, 2 otherwise. */
+size_t nt_elem_size(nsp_attn_dtype_t dtype);
+/** In place: n float32 -> n elements of dtype in the buffer's first half
+ *  (FP32: nothing), and back (the widening is exact). */
+void nt_to_dtype(nsp_attn_dtype_t dtype, void *buf, size_t n);
+void nt_from_dtype(nsp_attn_dtype_t dtype, void *buf, size_t n);
+
+/** A kernel for buffers of `dtype`: the inputs widened to float32, the host
+ *  reference, the outputs rounded once (lse stays float32). */
+typedef struct nt_dtype_kernel {
+    nsp_attn_kernel_t ref;
+    nsp_attn_dtype_t  dtype;
+} nt_dtype_kernel_t;
+
+/** Fill *dk and make *kernel call it (dk borrowed as the kernel's ctx). */
+void nt_dtype_kernel(nt_dtype_kernel_t *dk, nsp_attn_dtype_t dtype, nsp_attn_kernel_t *kernel);
+
 #endif /* NSP_TESTS_NATTN_TEST_H_ */

@@ -35,6 +35,18 @@
 /* fp32 tolerance on |nested - reference| / max |reference| (lse: / max(1, |lse|)).
  * Measured worst: see docs/nested-attention.md §8. */
 #define NT_TOL 2e-5
+/* bf16 / fp16 against the same float32 reference (of the unrounded inputs),
+ * in units of the unit roundoff u = 2^-p of p significant bits: bf16 keeps
+ * 8 (u = 2^-8 = 3.9e-3), fp16 11 (u = 2^-11 = 4.9e-4). First-order budget,
+ * relative to the scale of compare_one(): q and k rounded to the dtype (u
+ * each, moving a softmax weight by about 2u of itself), v rounded (u), the
+ * kernel's output rounded (u), and where partials are added (ring steps,
+ * replicated dK/dV) each partial rounded by the kernel before the float32
+ * merge or sum (u; the sum is rounded once more at the end: the output's u).
+ * Errors of different terms mostly cancel: 4u as the tolerance, measured
+ * worst below 2u (docs/nested-attention.md §8). */
+#define NT_TOL_BF16 (4.0 / 256.0)
+#define NT_TOL_FP16 (4.0 / 2048.0)
 
 #define NT_MAX_PLANS 6
 
@@ -54,12 +66,24 @@ typedef struct nt_case {
     double            ring_bytes;    /* out: bytes all ranks sent around rings */
     double            ring_levels;   /* out: (rank, round, level)s run with ring > 1 */
     double            ring_top;      /* out: largest degree of those levels */
+    nsp_attn_dtype_t  dtype;         /* of q, k, v, ... (the kernel: nt_dtype_kernel) */
 } nt_case_t;
+
+static double tol_of(nsp_attn_dtype_t dtype)
+{
+    return dtype == NSP_ATTN_BF16 ? NT_TOL_BF16 : dtype == NSP_ATTN_FP16 ? NT_TOL_FP16 : NT_TOL;
+}
+
+static const char *dtype_name(nsp_attn_dtype_t dtype)
+{
+    return dtype == NSP_ATTN_BF16 ? "bf16" : dtype == NSP_ATTN_FP16 ? "fp16" : "fp32";
+}
 
 /* ---- a framework's kernel: the reference behind checks ------------------ */
 
 typedef struct check_kernel {
     nsp_attn_kernel_t ref;
+    nsp_attn_dtype_t  dtype;
     int               nq, nkv;
     int               calls, bad;
 } check_kernel_t;
@@ -68,7 +92,7 @@ static int batch_ok(const check_kernel_t *ck, const nsp_attn_batch_t *b)
 {
     int hq = b->params.q_heads, hkv = b->params.kv_heads;
 
-    if (b->dtype != NSP_ATTN_FP32 || b->stream != NULL || hq < 1 || hkv < 1 || hq % hkv ||
+    if (b->dtype != ck->dtype || b->stream != NULL || hq < 1 || hkv < 1 || hq % hkv ||
         b->params.scale <= 0.0f || b->nseqs < 1 || b->level < 0) {
         return 0;
     }
@@ -124,6 +148,7 @@ typedef struct rank_ctx {
     double      diff_ab, rounds, ring_bytes;
     double      ring_levels, ring_top; /* levels run with ring > 1; their largest degree */
     check_kernel_t ck;
+    nt_dtype_kernel_t dk; /* the kernel of a bf16 / fp16 case */
 } rank_ctx_t;
 
 /* The rank's tensors of one round: inputs and two runs' outputs. */
@@ -182,10 +207,20 @@ static nsp_status_t make_attn(rank_ctx_t *c, const nt_case_t *mc, const nsp_layo
     ap.field_mask = NSP_NESTED_ATTN_FIELD_SERIAL | NSP_NESTED_ATTN_FIELD_SLICES;
     ap.serial     = serial;
     ap.max_slices = serial ? 1 : 3; /* different slicing, same numbers */
+    if (mc->dtype != NSP_ATTN_FP32) {
+        ap.field_mask |= NSP_NESTED_ATTN_FIELD_DTYPE | NSP_NESTED_ATTN_FIELD_KERNEL;
+        ap.dtype = mc->dtype;
+        nt_dtype_kernel(&c->dk, mc->dtype, &ap.kernel);
+    }
     if (mc->custom_kernel) {
-        c->ck.nq  = p->q_heads;
-        c->ck.nkv = p->kv_heads;
-        nsp_attn_kernel_reference(&c->ck.ref);
+        c->ck.nq    = p->q_heads;
+        c->ck.nkv   = p->kv_heads;
+        c->ck.dtype = mc->dtype;
+        if (mc->dtype != NSP_ATTN_FP32) {
+            c->ck.ref = ap.kernel;
+        } else {
+            nsp_attn_kernel_reference(&c->ck.ref);
+        }
         ap.field_mask |= NSP_NESTED_ATTN_FIELD_KERNEL;
         ap.kernel = (nsp_attn_kernel_t){.fwd = check_fwd, .bwd = check_bwd, .ctx = &c->ck};
     }
@@ -199,41 +234,88 @@ static void note_err(rank_ctx_t *c, int which, double diff, double scale, int ls
     c->err[which] = rel > c->err[which] || isnan(rel) ? rel : c->err[which];
 }
 
-static int compare_ref(rank_ctx_t *c, const nt_ref_t *ref, const nsp_layout_t *lay,
-                       const round_bufs_t *b)
+/* Largest |x| of a reference tensor of `heads` rows of `width` per token. */
+static double global_max(const nt_ref_t *ref, const float *x, int heads, int width)
 {
-    double s, d;
+    size_t n = (size_t)ref->offsets[ref->nseqs] * (size_t)heads * (size_t)width;
+    double m = 0.0;
 
-    d = nt_max_diff(ref, lay, ref->o, ref->nq, ref->D, b->o[0], &s);
-    note_err(c, V_ERR_O, d, s, 0);
-    d = nt_max_diff(ref, lay, ref->lse, ref->nq, 1, b->lse[0], &s);
-    note_err(c, V_ERR_LSE, d, s, 1);
-    d = nt_max_diff(ref, lay, ref->dq, ref->nq, ref->D, b->dq[0], &s);
-    note_err(c, V_ERR_DQ, d, s, 0);
-    d = nt_max_diff(ref, lay, ref->dk, ref->nkv, ref->D, b->dk[0], &s);
-    note_err(c, V_ERR_DK, d, s, 0);
-    d = nt_max_diff(ref, lay, ref->dv, ref->nkv, ref->D, b->dv[0], &s);
-    note_err(c, V_ERR_DV, d, s, 0);
+    for (size_t i = 0; i < n; ++i) {
+        m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    }
+    return m;
+}
+
+/* The error of one tensor against the reference. fp32: relative to the
+ * largest reference value of the rank's chunks. bf16 / fp16: relative to
+ * the larger of 1 and the largest value of the whole tensor (atol = rtol):
+ * dq and dk are sums of O(1) terms (inputs in [-2, 2)) that cancel to 0 in
+ * exact arithmetic for one-token sequences, and a plan of short sequences
+ * only has a reference near 0 whose bf16 residue is not. */
+static void compare_one(rank_ctx_t *c, const nt_ref_t *ref, const nsp_layout_t *lay, int which,
+                        const float *global, int heads, int width, const float *local,
+                        int dtype_case)
+{
+    double s, d = nt_max_diff(ref, lay, global, heads, width, local, &s);
+
+    if (dtype_case) {
+        double g = global_max(ref, global, heads, width);
+        s = g > s ? g : s;
+        s = s > 1.0 ? s : 1.0;
+    }
+    note_err(c, which, d, s, which == V_ERR_LSE);
+}
+
+static int compare_ref(rank_ctx_t *c, const nt_ref_t *ref, const nsp_layout_t *lay,
+                       const round_bufs_t *b, double tol)
+{
+    int dc = tol > NT_TOL;
+
+    compare_one(c, ref, lay, V_ERR_O, ref->o, ref->nq, ref->D, b->o[0], dc);
+    compare_one(c, ref, lay, V_ERR_LSE, ref->lse, ref->nq, 1, b->lse[0], dc);
+    compare_one(c, ref, lay, V_ERR_DQ, ref->dq, ref->nq, ref->D, b->dq[0], dc);
+    compare_one(c, ref, lay, V_ERR_DK, ref->dk, ref->nkv, ref->D, b->dk[0], dc);
+    compare_one(c, ref, lay, V_ERR_DV, ref->dv, ref->nkv, ref->D, b->dv[0], dc);
     for (int x = 0; x < 5; ++x) {
-        if (!(c->err[x] <= NT_TOL)) {
+        if (!(c->err[x] <= tol)) {
             return -1;
         }
     }
     return 0;
 }
 
-/* Runs A (pipelined, saved) and B (serial, stateless) must agree bit for bit. */
-static double diff_ab(const round_bufs_t *b, int64_t T, const nsp_attn_params_t *p)
+/* Runs A (pipelined, saved) and B (serial, stateless) must agree bit for
+ * bit, in the dtype of the case (es bytes per element; lse float32). */
+static double diff_ab(const round_bufs_t *b, int64_t T, const nsp_attn_params_t *p, size_t es)
 {
     size_t qf = (size_t)T * (size_t)p->q_heads * (size_t)p->head_dim;
     size_t kf = (size_t)T * (size_t)p->kv_heads * (size_t)p->head_dim;
     size_t lf = (size_t)T * (size_t)p->q_heads;
 
-    return (double)((memcmp(b->o[0], b->o[1], qf * 4) != 0) +
+    return (double)((memcmp(b->o[0], b->o[1], qf * es) != 0) +
                     (memcmp(b->lse[0], b->lse[1], lf * 4) != 0) +
-                    (memcmp(b->dq[0], b->dq[1], qf * 4) != 0) +
-                    (memcmp(b->dk[0], b->dk[1], kf * 4) != 0) +
-                    (memcmp(b->dv[0], b->dv[1], kf * 4) != 0));
+                    (memcmp(b->dq[0], b->dq[1], qf * es) != 0) +
+                    (memcmp(b->dk[0], b->dk[1], kf * es) != 0) +
+                    (memcmp(b->dv[0], b->dv[1], kf * es) != 0));
+}
+
+/* The rank's inputs in the case's dtype (in place), or its outputs back in
+ * float32 for the comparison (to = 0). */
+static void bufs_convert(round_bufs_t *b, int64_t T, const nsp_attn_params_t *p,
+                         nsp_attn_dtype_t dt, int to)
+{
+    size_t qf = (size_t)T * (size_t)p->q_heads * (size_t)p->head_dim;
+    size_t kf = (size_t)T * (size_t)p->kv_heads * (size_t)p->head_dim;
+
+    if (to) {
+        nt_to_dtype(dt, b->q, qf), nt_to_dtype(dt, b->dout, qf);
+        nt_to_dtype(dt, b->k, kf), nt_to_dtype(dt, b->v, kf);
+        return;
+    }
+    for (int x = 0; x < 2; ++x) {
+        nt_from_dtype(dt, b->o[x], qf), nt_from_dtype(dt, b->dq[x], qf);
+        nt_from_dtype(dt, b->dk[x], kf), nt_from_dtype(dt, b->dv[x], kf);
+    }
 }
 
 static int run_round(rank_ctx_t *c, const nt_case_t *mc, int p, int round)
@@ -260,6 +342,7 @@ static int run_round(rank_ctx_t *c, const nt_case_t *mc, int p, int round)
     nt_gather(ref, lay, ref->k, ap->kv_heads, ap->head_dim, b.k);
     nt_gather(ref, lay, ref->v, ap->kv_heads, ap->head_dim, b.v);
     nt_gather(ref, lay, ref->dout, ap->q_heads, ap->head_dim, b.dout);
+    bufs_convert(&b, info.local_tokens, ap, mc->dtype, 1);
     for (int x = 0; x < 2; ++x) {
         if (make_attn(c, mc, lay, ap, x, &attn[x]) != NSP_OK) {
             FAIL("plan %d round %d: create (%s): %s", p, round, x ? "serial" : "pipelined",
@@ -283,12 +366,13 @@ static int run_round(rank_ctx_t *c, const nt_case_t *mc, int p, int round)
                             b.dk[1], b.dv[1], NULL) != NSP_OK) {
         FAIL("plan %d round %d: serial: %s", p, round, nsp_last_error());
     }
-    if (compare_ref(c, ref, lay, &b) != 0) {
+    c->diff_ab += diff_ab(&b, info.local_tokens, ap, nt_elem_size(mc->dtype));
+    bufs_convert(&b, info.local_tokens, ap, mc->dtype, 0);
+    if (compare_ref(c, ref, lay, &b, tol_of(mc->dtype)) != 0) {
         FAIL("plan %d round %d (%d levels): error vs reference o %.2e lse %.2e dq %.2e dk %.2e "
              "dv %.2e", p, round, info.nlevels, c->err[0], c->err[1], c->err[2], c->err[3],
              c->err[4]);
     }
-    c->diff_ab += diff_ab(&b, info.local_tokens, ap);
     c->rounds += 1;
     rc = 0;
 out:
@@ -477,7 +561,7 @@ static void run_case(int nranks, nt_case_t *mc, const char *what)
 {
     mp_result_t res;
     double      err[5] = {0}, ab = 0, rounds = 0, kcalls = 0, kbad = 0, ring = 0;
-    double      ring_levels = 0, ring_top = 0;
+    double      ring_levels = 0, ring_top = 0, tol;
 
     mc->timeout_s = 30.0;
     fflush(stdout);
@@ -507,13 +591,16 @@ static void run_case(int nranks, nt_case_t *mc, const char *what)
                nranks);
         return;
     }
-    tap_ok(rounds > 0 && err[0] <= NT_TOL && err[1] <= NT_TOL && err[2] <= NT_TOL &&
-               err[3] <= NT_TOL && err[4] <= NT_TOL,
-           "%d ranks, %s: %.0f rank-rounds within %.0e of the reference (worst o %.1e lse %.1e "
-           "dq %.1e dk %.1e dv %.1e)", nranks, what, rounds, NT_TOL, err[0], err[1], err[2],
-           err[3], err[4]);
-    tap_ok(ab == 0, "%d ranks, %s: serial + stateless backward equal pipelined + saved bit "
-           "for bit (%.0f differing tensors)", nranks, what, ab);
+    tol = tol_of(mc->dtype);
+    tap_ok(rounds > 0 && err[0] <= tol && err[1] <= tol && err[2] <= tol && err[3] <= tol &&
+               err[4] <= tol,
+           "%d ranks, %s%s%s: %.0f rank-rounds within %.1e of the %sreference (worst o %.1e lse "
+           "%.1e dq %.1e dk %.1e dv %.1e)", nranks, what, mc->dtype ? ", " : "",
+           mc->dtype ? dtype_name(mc->dtype) : "", rounds, tol, mc->dtype ? "fp32 " : "",
+           err[0], err[1], err[2], err[3], err[4]);
+    tap_ok(ab == 0, "%d ranks, %s%s%s: serial + stateless backward equal pipelined + saved bit "
+           "for bit (%.0f differing tensors)", nranks, what, mc->dtype ? ", " : "",
+           mc->dtype ? dtype_name(mc->dtype) : "", ab);
     if (mc->custom_kernel) {
         tap_ok(kcalls > 0 && kbad == 0, "%d ranks, %s: the framework kernel was called %.0f "
                "times, every batch well formed (%.0f bad)", nranks, what, kcalls, kbad);
@@ -539,7 +626,7 @@ static int degree_list(int nranks, int *deg)
 }
 
 /* Random nested Ulysses plans: GQA 8 / 2, D 16. */
-static void case_nested(int nranks)
+static void case_nested(int nranks, nsp_attn_dtype_t dtype)
 {
     nt_case_t     mc;
     nsp_model_t   model;
@@ -548,6 +635,7 @@ static void case_nested(int nranks)
     uint64_t      rng = case_seed(nranks, 1);
 
     memset(&mc, 0, sizeof(mc));
+    mc.dtype = dtype;
     nt_model(8, 2, 16, &model);
     nt_cluster(nranks, &cluster);
     for (int p = 0; p < 4; ++p) {
@@ -659,13 +747,14 @@ static int ring_plans(int nranks, uint64_t *rng, nt_case_t *mc, int sparse)
     return 0;
 }
 
-static void case_ring(int nranks, int sparse)
+static void case_ring(int nranks, int sparse, nsp_attn_dtype_t dtype)
 {
     nt_case_t mc;
     uint64_t  rng = case_seed(nranks, sparse ? 4 : 3);
     double    ring_bytes;
 
     memset(&mc, 0, sizeof(mc));
+    mc.dtype = dtype;
     if (ring_plans(nranks, &rng, &mc, sparse) != 0) {
         tap_ok(0, "%d ranks: ring plans: setup", nranks);
         case_free(&mc);
@@ -677,8 +766,8 @@ static void case_ring(int nranks, int sparse)
                                  : "ring (u = 1) and Ulysses x ring groups, n_q 4, KV "
                                    "replicated, causal and full");
     ring_bytes = mc.ring_bytes;
-    tap_ok(ring_bytes > 0, "%d ranks, ring groups: KV blocks went around the rings (%.0f "
-           "bytes)", nranks, ring_bytes);
+    tap_ok(ring_bytes > 0, "%d ranks, ring groups%s%s: KV blocks went around the rings (%.0f "
+           "bytes)", nranks, dtype ? ", " : "", dtype ? dtype_name(dtype) : "", ring_bytes);
     case_free(&mc);
 }
 
@@ -814,12 +903,23 @@ int main(int argc, char **argv)
         if (only && n != only) {
             continue;
         }
-        case_nested(n);
+        case_nested(n, NSP_ATTN_FP32);
         case_planners(n);
-        case_ring(n, 0);
+        case_ring(n, 0, NSP_ATTN_FP32);
         if (n == 8) {
-            case_ring(n, 1);
+            case_ring(n, 1, NSP_ATTN_FP32);
             case_ring_planners();
+        }
+        /* bf16 and fp16: replicated KV heads and ring levels, forward and
+         * backward, against the fp32 reference; serial == pipelined */
+        for (int t = 1; t <= 2; ++t) {
+            nsp_attn_dtype_t dt = (nsp_attn_dtype_t)t;
+            if (dt == NSP_ATTN_FP16 && !nt_have_fp16()) {
+                tap_skip(6, "%d ranks: fp16 cases need the compiler's _Float16", n);
+                continue;
+            }
+            case_nested(n, dt);
+            case_ring(n, 0, dt);
         }
         if (n >= 4) {
             case_errors(n);
