@@ -1711,7 +1711,7 @@ nsp_status_t nsp_attn_kernel_reference(nsp_attn_kernel_t *kernel);
  * pipelining buys. Both give bit-identical results.
  *
  * Buffers (host memory, the backend must be UCX; element type `dtype`,
- * lse float32):
+ * lse float32; docs/nested-attention.md "Dtypes"):
  *   q, o, dout, dq   [T_local, n_q, D]    sequence-sharded (layout section 7)
  *   k, v, dk, dv     [T_local, n_kv, D]
  *   lse              [T_local, n_q]
@@ -1739,9 +1739,10 @@ typedef struct nsp_nested_attn_params {
     uint64_t          field_mask; /**< NSP_NESTED_ATTN_FIELD_* that are set */
     nsp_attn_params_t attn;       /**< always read: the MODEL's n_q, n_kv, D, scale, causal */
     nsp_attn_kernel_t kernel;     /**< the framework's kernel (default: the host reference) */
-    nsp_attn_dtype_t  dtype;      /**< element type of q, k, v, o, dout, dq, dk, dv (default
-                                       FP32; ring levels and replicated KV heads in the
-                                       backward need FP32: the driver adds partials) */
+    nsp_attn_dtype_t  dtype;      /**< element type of q, k, v, o, dout, dq, dk, dv and of
+                                       the kernel's buffers (default FP32; BF16 and FP16 on
+                                       every level: ring partials and replicated dK/dV are
+                                       read in it, added in float32, rounded once) */
     int               serial;     /**< 1: levels one after another (default 0: pipelined) */
     int               check;      /**< 0: skip the agreement checks (default 1: at create,
                                        and one small allgather per call) */
@@ -1782,16 +1783,18 @@ typedef struct nsp_nested_attn_stats {
  * Prepare nested attention for `layout` (a round of a plan, this rank's)
  * over `tree`: checks every level can shard the heads (n_q a multiple of
  * each level's Ulysses degree u; n_kv a multiple of u or u a multiple of
- * n_kv, replicating KV heads), sets up the rings, and with check on
- * allgathers a hash of (plan round, heads, D, scale, causal, dtype) over the
- * world. `tree` and `layout` are borrowed until nsp_nested_attn_destroy();
+ * n_kv, replicating KV heads), sets up the rings, builds every exchange
+ * its calls start (persistent nested all-to-alls: a call only starts
+ * them), and with check on allgathers a hash of (plan round, heads, D,
+ * scale, causal, dtype) over the world; with a dtype other than FP32 it
+ * also allgathers whether any rank replicates KV heads (then dK/dV go back
+ * in float32, below). `tree` and `layout` are borrowed until nsp_nested_attn_destroy();
  * `params` is copied. Collective over the world. On success *attn is owned
  * by the caller.
  * Errors: NSP_ERR_INVALID_ARG (NULL, bad params: the message names the
  * field; a level whose degree cannot shard the heads: names level, degree
- * and ring), NSP_ERR_UNSUPPORTED (a backend that moves device memory; ring
- * levels with dtype other than FP32; more than NSP_TREE_MAX_LEVELS
- * levels), NSP_ERR_MISMATCH (ranks disagree: names them), NSP_ERR_TIMEOUT,
+ * and ring), NSP_ERR_UNSUPPORTED (a backend that moves device memory; more
+ * than NSP_TREE_MAX_LEVELS levels), NSP_ERR_MISMATCH (ranks disagree: names them), NSP_ERR_TIMEOUT,
  * NSP_ERR_PEER_FAILED, NSP_ERR_NO_MEMORY.
  */
 NSP_EXPORT
@@ -1825,10 +1828,13 @@ nsp_status_t nsp_nested_attn_fwd(nsp_nested_attn_t *attn, const void *q, const v
  * forward of this attn; borrowed, then q, k, v, o, lse may be NULL) or, with
  * saved NULL, the forward's sequence-sharded q, k, v, o and lse (exchanged
  * again). dK and dV of a KV head replicated on several ranks are summed
- * over the replicas (float32). Collective over the world; all ranks pass
- * saved or all pass NULL. Errors: as nsp_nested_attn_fwd(), and
- * NSP_ERR_INVALID_ARG (saved from another attn), NSP_ERR_UNSUPPORTED
- * (replicated KV heads with dtype other than FP32).
+ * over the replicas in float32: with a dtype other than FP32 each level's
+ * dK/dV (the kernel's, in dtype) is widened into float32 scratch of the
+ * attn, exchanged and summed in float32 (twice the bytes of those two
+ * tensors, in rounds where some rank replicates), and rounded once into
+ * dk and dv. Collective over the world; all ranks pass saved or all pass
+ * NULL. Errors: as nsp_nested_attn_fwd(), and NSP_ERR_INVALID_ARG (saved
+ * from another attn).
  */
 NSP_EXPORT
 nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *attn, const nsp_nested_attn_saved_t *saved,

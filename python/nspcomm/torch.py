@@ -13,15 +13,23 @@ per-level kernel (default: torch's CPU scaled-dot-product flash kernel per
 sequence, which returns the lse nspcomm needs), and moves the results back;
 ring levels run ring attention.
 
-Dtypes: float32 and bfloat16 in and out. bfloat16 runs the kernel in
-float32 and rounds once. A round with a ring level or KV heads replicated
-(a Ulysses degree above kv_heads) is exchanged in float32 (the library adds
-partials there), others in bfloat16.
+Dtypes: float32 and bfloat16 in and out, and bfloat16 on the wire on every
+level: the library reads ring partials and replicated dK/dV in bfloat16,
+adds them in float32 and rounds once (only dK/dV of a round whose plan
+replicates KV heads go back in float32). The default kernel computes in
+float32 and rounds its outputs once.
+
+Saved state: the forward keeps the library's head-sharded q, k, v, o, lse
+(nsp_nested_attn_saved_t) in the autograd context, so the backward
+exchanges only dout and the gradients; it is freed by the backward (or
+with the graph). A second backward through a retained graph re-exchanges
+the saved sequence-sharded tensors instead.
 """
 
 import ctypes
 import itertools
 import threading
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -256,19 +264,11 @@ class NestedAttention:
         self._attn = {}            # C dtype -> nsp_nested_attn_t
         self.last_fwd_stats = None
         self.last_bwd_stats = None
-        self.fp32_exchange = self._round_needs_fp32()
+        self.last_bwd_saved = False  # did the last backward use the forward's saved state
         with _lock:
             self.id = next(_ids)
             _registry[self.id] = self
         tree._users.append(self)
-
-    def _round_needs_fp32(self):
-        """A ring group or replicated KV heads anywhere in the round (the same
-        answer on every rank: it reads the plan, not this rank's layout)."""
-        for g in self.layout.plan.rounds[self.layout.round]:
-            if g.ring > 1 or g.size // g.ring > self.kv_heads:
-                return True
-        return False
 
     def _c_attn(self, cdtype):
         if cdtype in self._attn:
@@ -364,46 +364,96 @@ class NestedAttention:
 
     # -- calls ----------------------------------------------------------------
 
-    def forward(self, q, k, v):
-        """(o, lse): o like q, lse [T_local, q_heads] float32. Collective."""
+    def forward(self, q, k, v, keep=False):
+        """(o, lse, saved): o like q, lse [T_local, q_heads] float32; with keep,
+        saved is the library's saved state of this forward (a _SavedState,
+        for backward()), else None. Collective."""
         self._agree(self._local_problem([q, k, v], ["q", "k", "v"],
                                         [self.q_heads, self.kv_heads, self.kv_heads]))
-        out_dtype = q.dtype
-        cd = _FP32 if (out_dtype == torch.float32 or self.fp32_exchange) else _BF16
-        if cd == _FP32 and out_dtype != torch.float32:
-            q, k, v = q.float(), k.float(), v.float()
+        cd = _FP32 if q.dtype == torch.float32 else _BF16   # the wire dtype is q's
         o = torch.empty_like(q)
         lse = torch.empty((q.shape[0], self.q_heads), dtype=torch.float32)
         st = _lib.NestedAttnStats()
+        saved = ctypes.c_void_p()
         ptr = _ptr
         status = _lib.lib().nsp_nested_attn_fwd(self._c_attn(cd), ptr(q), ptr(k), ptr(v),
-                                                ptr(o), ptr(lse), None, ctypes.byref(st))
+                                                ptr(o), ptr(lse),
+                                                ctypes.byref(saved) if keep else None,
+                                                ctypes.byref(st))
         if status != 0:
             self._raise_kernel(status, "nsp_nested_attn_fwd")
         self.last_fwd_stats = _stats_dict(st)
-        return o.to(out_dtype), lse
+        return o, lse, (_SavedState(saved.value, self, cd) if keep else None)
 
-    def backward(self, dout, q, k, v, o, lse):
-        """(dq, dk, dv) from the forward's inputs and outputs (stateless: the
-        head-sharded activations are exchanged again). Collective."""
+    def backward(self, dout, q, k, v, o, lse, saved=None):
+        """(dq, dk, dv). With `saved` (forward(keep=True) of this attention,
+        consumed here) only dout and the gradients are exchanged; without it
+        the forward's sequence-sharded q, k, v, o, lse are exchanged again.
+        Collective: every rank passes a saved state, or none."""
         self._agree(self._local_problem(
             [dout, q, k, v, o], ["dout", "q", "k", "v", "o"],
             [self.q_heads, self.q_heads, self.kv_heads, self.kv_heads, self.q_heads]))
-        out_dtype = q.dtype
-        cd = _FP32 if (out_dtype == torch.float32 or self.fp32_exchange) else _BF16
-        if cd == _FP32 and out_dtype != torch.float32:
-            dout, q, k, v, o = (t.float() for t in (dout, q, k, v, o))
+        cd = _FP32 if q.dtype == torch.float32 else _BF16
+        sp = saved.take(self, cd) if saved is not None else None
         lse = lse.contiguous()
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         st = _lib.NestedAttnStats()
         ptr = _ptr
-        status = _lib.lib().nsp_nested_attn_bwd(self._c_attn(cd), None, ptr(q), ptr(k), ptr(v),
-                                                ptr(o), ptr(lse), ptr(dout), ptr(dq), ptr(dk),
-                                                ptr(dv), ctypes.byref(st))
+        try:
+            ins = (None,) * 5 if sp else (ptr(q), ptr(k), ptr(v), ptr(o), ptr(lse))
+            status = _lib.lib().nsp_nested_attn_bwd(self._c_attn(cd), sp, *ins, ptr(dout),
+                                                    ptr(dq), ptr(dk), ptr(dv),
+                                                    ctypes.byref(st))
+        finally:
+            if sp:
+                _lib.lib().nsp_nested_attn_saved_free(sp)
         if status != 0:
             self._raise_kernel(status, "nsp_nested_attn_bwd")
         self.last_bwd_stats = _stats_dict(st)
-        return dq.to(out_dtype), dk.to(out_dtype), dv.to(out_dtype)
+        self.last_bwd_saved = bool(sp)
+        return dq, dk, dv
+
+
+class _SavedState:
+    """Owns one nsp_nested_attn_saved_t (the head-sharded q, k, v, o, lse of
+    one forward): consumed by a backward (take), or freed when collected."""
+
+    def __init__(self, ptr, attn, cdtype):
+        self.ptr, self.attn, self.cdtype = ptr, attn, cdtype
+
+    def take(self, attn, cdtype):
+        """The pointer, now the caller's to free; None if already taken or
+        from another attention or dtype (then the backward re-exchanges)."""
+        if attn is not self.attn or cdtype != self.cdtype:
+            return None
+        p, self.ptr = self.ptr, None
+        return p
+
+    def __del__(self):
+        p, self.ptr = self.ptr, None
+        if p and _lib is not None:
+            _lib.lib().nsp_nested_attn_saved_free(p)
+
+
+# Saved states between the forward op and its autograd context, by key: the
+# op's third output (an int64 scalar) names one; setup_context takes it into
+# ctx, and a key tensor collected before that (no autograd) drops it.
+_saved_states = {}
+_saved_keys = itertools.count(1)
+
+
+def _keep_saved(state):
+    key = next(_saved_keys)
+    with _lock:
+        _saved_states[key] = state
+    t = torch.tensor(key, dtype=torch.int64)
+    weakref.finalize(t, _drop_saved, key)
+    return t
+
+
+def _drop_saved(key):
+    with _lock:
+        return _saved_states.pop(key, None)
 
 
 _EMPTY = torch.zeros(16)  # a valid address for tensors without elements
@@ -426,8 +476,11 @@ def _get(handle):
 
 @torch.library.custom_op("nspcomm::nested_attention_fwd", mutates_args=())
 def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-            handle: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return _get(handle).forward(q, k, v)
+            handle: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(o, lse, key): key (int64 scalar) names the saved state of this
+    forward, which its autograd context takes (_setup_context)."""
+    o, lse, saved = _get(handle).forward(q, k, v, keep=True)
+    return o, lse, _keep_saved(saved)
 
 
 @_fwd_op.register_fake
@@ -435,33 +488,37 @@ def _fwd_fake(q, k, v, handle):
     if q.dim() != 3 or k.dim() != 3 or k.shape != v.shape or q.shape[0] != k.shape[0]:
         raise ValueError("nspcomm.torch.nested_attention: q [T, n_q, D] and k, v [T, n_kv, D], "
                          "got %s, %s, %s" % (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
-    return torch.empty_like(q), q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32)
+    return (torch.empty_like(q), q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32),
+            q.new_empty((), dtype=torch.int64))
 
 
 @torch.library.custom_op("nspcomm::nested_attention_bwd", mutates_args=())
 def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-            o: torch.Tensor, lse: torch.Tensor,
+            o: torch.Tensor, lse: torch.Tensor, key: torch.Tensor,
             handle: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _get(handle).backward(dout, q, k, v, o, lse)
+    """key: the forward's saved state (taken: consumed by this backward), or
+    one already used (a retained graph's second backward: re-exchanged)."""
+    return _get(handle).backward(dout, q, k, v, o, lse, _drop_saved(int(key)))
 
 
 @_bwd_op.register_fake
-def _bwd_fake(dout, q, k, v, o, lse, handle):
+def _bwd_fake(dout, q, k, v, o, lse, key, handle):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, handle = inputs
-    o, lse = output
-    ctx.save_for_backward(q, k, v, o, lse)
+    o, lse, key = output
+    # q, k, v, o, lse too: a second backward (retain_graph) has no saved state
+    ctx.save_for_backward(q, k, v, o, lse, key)
     ctx.handle = handle
 
 
-def _backward(ctx, do, dlse):
-    q, k, v, o, lse = ctx.saved_tensors
+def _backward(ctx, do, dlse, dkey):
+    q, k, v, o, lse, key = ctx.saved_tensors
     if do is None:
         do = torch.zeros_like(o)
-    dq, dk, dv = _bwd_op(do.contiguous(), q, k, v, o, lse, ctx.handle)
+    dq, dk, dv = _bwd_op(do.contiguous(), q, k, v, o, lse, key, ctx.handle)
     return dq, dk, dv, None
 
 
@@ -472,5 +529,5 @@ def nested_attention(q, k, v, attn, return_lse=False):
     """Nested SP attention of this rank's rows: o [T_local, n_q, D] (and lse
     [T_local, n_q] float32 with return_lse; lse is not differentiated).
     Collective over attn's world, forward and backward."""
-    o, lse = _fwd_op(q, k, v, attn.id)
+    o, lse, _ = _fwd_op(q, k, v, attn.id)
     return (o, lse) if return_lse else o

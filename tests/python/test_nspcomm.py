@@ -7,7 +7,8 @@ float64 single-process reference (refs.py). Tolerances, relative to the
 largest |reference| of the tensor (lse: to max(1, |lse|); others floored at 0.1, as a one-token sequence has dq = 0):
   float32: 2e-5 (measured: under 1e-6)
   bfloat16 (inputs rounded to bf16; reference exact on those inputs): 1.5e-2
-  (measured: under 8e-3; one rounding of every output to bf16 is 2^-9)
+  (measured: under 8e-3; one rounding of every output to bf16 is 2^-9),
+  with ring levels and replicated KV heads exchanged in bfloat16 too
 """
 
 import functools
@@ -279,6 +280,25 @@ def test_nested_attention_matches_single_process(ranks):
 @pytest.mark.parametrize("ranks", [2, 4, 8])
 def test_nested_attention_random_plans(ranks):
     check_errors(part(ranks, "random"), ["float32", "bfloat16"])
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+def test_bf16_on_the_wire_and_backward_from_the_saved_state(ranks):
+    """The hand-built plans (ring and Ulysses x ring groups; degrees above
+    n_kv = 2 at 4 and 8 ranks) in bfloat16: no float32 fallback, so every
+    round's forward sends at most 0.55 of float32's bytes (q, k, v, o in
+    bf16, lse float32), and the backward fewer than float32's (dout, dq and
+    the ring's KV blocks in bf16; replicated dK/dV and a ring's travelling
+    dK/dV sums in float32: 0.6 of float32 for GQA 8/2 all-to-alls, 5/6 for
+    a pure ring of 2); every backward started from the forward's saved
+    state (nothing re-exchanged)."""
+    for r, x in enumerate(part(ranks, "hand")):
+        assert x["bwd_saved"], "rank %d: a backward re-exchanged q, k, v, o, lse" % r
+        for rnd, (f32, b16) in enumerate(zip(x["bytes"]["float32"], x["bytes"]["bfloat16"])):
+            assert b16[0] <= 0.55 * f32[0], "rank %d round %d forward: bf16 %d B, fp32 %d B" % (
+                r, rnd, b16[0], f32[0])
+            assert b16[1] < f32[1] or f32[1] == b16[1] == 0, (
+                "rank %d round %d backward: bf16 %d B, fp32 %d B" % (r, rnd, b16[1], f32[1]))
 
 
 @pytest.mark.parametrize("kind", ["static", "disjoint", "nested"])

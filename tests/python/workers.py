@@ -37,7 +37,8 @@ def attn_run(comm, plan, args, rnd, q, k, v, do, dtype, tree=None):
     ref = refs.reference(plan.seq_lens, seqs, q, k, v, do, args["nq"], args["nkv"],
                          in_dtype=dtype)
     errs = refs.compare(got, ref, idx)
-    stats = a.last_fwd_stats
+    stats = dict(a.last_fwd_stats, bwd_bytes=a.last_bwd_stats["bytes_sent"],
+                 bwd_saved=a.last_bwd_saved)
     a.destroy()
     return errs, stats, lay
 
@@ -57,6 +58,11 @@ def case_attn(comm, args):
                                         tree)
             for key, e in errs.items():
                 out["%s/%s" % (dt, key)] = max(out.get("%s/%s" % (dt, key), 0.0), e)
+            # bytes this rank sent per round (forward, backward) and whether
+            # the backward used the forward's saved state
+            out.setdefault("bytes", {}).setdefault(dt, []).append(
+                [stats["bytes_sent"], stats["bwd_bytes"]])
+            out["bwd_saved"] = out.get("bwd_saved", True) and stats["bwd_saved"]
     out["levels"] = [lv.degree for lv in lay.levels]
     tree.destroy()
     return out
