@@ -5,6 +5,8 @@
  */
 #include "attn_sp/attn_ref.h"
 
+#include "attn_sp/attn_reduce.h"
+
 #include "attn_sp/attn_tile.h"
 #include "common/log.h"
 
@@ -247,32 +249,8 @@ nsp_status_t nsp_attn_merge(int64_t rows, int head_dim, float *o, float *lse,
                          "rows >= 0, head_dim >= 1 and non-NULL o, lse, o2, lse2",
                          (long long)rows, head_dim);
     }
-    for (int64_t r = 0; r < rows; ++r) {
-        float a = lse[r], b = lse2[r];
-        float *orow = o + r * head_dim;
-        const float *o2row = o2 + r * head_dim;
-        float hi, lo, merged, wa, wb;
-
-        if (b == -INFINITY) {
-            continue; /* nothing to add */
-        }
-        if (a == -INFINITY) {
-            memcpy(orow, o2row, (size_t)head_dim * sizeof(*orow));
-            lse[r] = b;
-            continue;
-        }
-        /* Symmetric in (a, b) so that the merge commutes exactly. */
-        hi = a > b ? a : b;
-        lo = a > b ? b : a;
-        merged = hi + log1pf(expf(lo - hi));
-        wa = expf(a - merged);
-        wb = expf(b - merged);
-        for (int d = 0; d < head_dim; ++d) {
-            orow[d] = wa * orow[d] + wb * o2row[d];
-        }
-        lse[r] = merged;
-    }
-    return NSP_OK;
+    /* the float32 case of the dtype-generic merge (attn_reduce.h) */
+    return nsp_reduce_merge(NSP_ATTN_FP32, rows, head_dim, o, lse, o2, lse2);
 }
 
 /* Chunk c of the 2r zigzag chunks of a sequence: the first seq_len % 2r
