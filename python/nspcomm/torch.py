@@ -479,8 +479,11 @@ def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             handle: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(o, lse, key): key (int64 scalar) names the saved state of this
     forward, which its autograd context takes (_setup_context)."""
-    o, lse, saved = _get(handle).forward(q, k, v, keep=True)
-    return o, lse, _keep_saved(saved)
+    # autograd records this call only if an input requires grad (inside the
+    # op grad mode reads off either way); otherwise keep nothing
+    keep = q.requires_grad or k.requires_grad or v.requires_grad
+    o, lse, saved = _get(handle).forward(q, k, v, keep=keep)
+    return o, lse, (_keep_saved(saved) if keep else torch.tensor(0, dtype=torch.int64))
 
 
 @_fwd_op.register_fake
