@@ -50,7 +50,8 @@ tests_attn_test_attn_bytes_LDADD = $(NSP_ATTN_TEST_LIBS)
 # against a float32 / float64 reference.
 check_PROGRAMS += tests/attn/test_attn_reduce
 TESTS += tests/attn/test_attn_reduce
-tests_attn_test_attn_reduce_SOURCES = tests/attn/test_attn_reduce.c
+tests_attn_test_attn_reduce_SOURCES = tests/attn/test_attn_reduce.c tests/attn/attn_naive.c \
+	tests/attn/attn_naive.h
 tests_attn_test_attn_reduce_LDADD = $(NSP_ATTN_TEST_LIBS)
 
 check_PROGRAMS += tests/attn/test_attn_ring_sim

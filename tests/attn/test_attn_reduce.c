@@ -16,6 +16,7 @@
  */
 #include "nspcomm.h"
 
+#include "attn_naive.h"
 #include "attn_sp/attn_reduce.h"
 #include "../tap.h"
 
@@ -27,21 +28,12 @@ static const nsp_attn_dtype_t HALF[2]   = {NSP_ATTN_BF16, NSP_ATTN_FP16};
 static const char *const      HNAME[2]  = {"bf16", "fp16"};
 static const int              MANT[2]   = {7, 10}; /* stored mantissa bits */
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [-1, 1) times 2^[-e, e]. */
 static float rng_float(uint64_t *s, int e)
 {
-    double u = (double)(rng_next(s) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+    double u = naive_rand(s) * 2.0 - 1.0;
 
-    return (float)ldexp(u, (int)(rng_next(s) % (uint64_t)(2 * e + 1)) - e);
+    return (float)ldexp(u, naive_rand_int(s, -e, e));
 }
 
 static float widen(nsp_attn_dtype_t dt, uint16_t h)
