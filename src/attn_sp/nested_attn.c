@@ -474,7 +474,7 @@ typedef struct nattn_call {
     nattn_xfer_t             x[NATTN_MAX_XFERS];
     int                      nx;
     nsp_nested_attn_stats_t  st;
-    uint32_t                 seq;  /* the world's operation number of the call (ring tags) */
+    uint32_t                 seq;  /* the world's operation number of the call (agreement) */
 } nattn_call_t;
 
 typedef struct xfer_args {
@@ -800,7 +800,6 @@ static nsp_status_t level_compute_ring(nattn_call_t *c, int l, const level_ptrs_
     io.proto        = level_proto(a, L, l);
     io.progress     = call_progress;
     io.progress_ctx = c;
-    io.call         = c->seq;
     if (!bwd) {
         status = nsp_ring_level_fwd(L->ring, &io, (const float *)p->q, (const float *)p->k,
                                     (const float *)p->v, (float *)p->out_o, p->out_lse);
