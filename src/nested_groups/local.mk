@@ -11,3 +11,11 @@ noinst_HEADERS += \
 	src/nested_groups/tree.h \
 	src/nested_groups/group.h
 endif
+
+# tests/comm/test_group: the tree's groups and their operations on forked ranks.
+if NSP_COMM
+check_PROGRAMS += tests/comm/test_group
+TESTS += tests/comm/test_group
+tests_comm_test_group_SOURCES = tests/comm/test_group.c $(COMM_TEST_SOURCES)
+tests_comm_test_group_LDADD = $(COMM_TEST_LDADD)
+endif

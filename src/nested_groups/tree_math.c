@@ -66,7 +66,10 @@ int nsp_group_level(const int *degrees, int nlevels, int rank, int rank0, int de
 nsp_status_t nsp_group_map(const int *degrees, int nlevels, int nranks, int rank, int rank0,
                            int degree, nsp_group_map_t *map)
 {
-    if (map == NULL || degree < 1 || rank0 < 0 || rank0 > nranks - degree || rank < rank0 ||
+    if (map == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_group_map: map is NULL");
+    }
+    if (degree < 1 || rank0 < 0 || rank0 > nranks - degree || rank < rank0 ||
         rank - rank0 >= degree) {
         return nsp_error(NSP_ERR_INVALID_ARG,
                          "group [%d, %d + %d) of a world of %d ranks, seen from rank %d: a "
