@@ -295,19 +295,14 @@ static int group_ops(nsp_tree_t *tree, const group_case_t *c, int p, int rank)
 
 static int rank_groups(int rank, int nranks, void *arg)
 {
-    const group_case_t *c    = arg;
-    nsp_config_t        cfg  = cu_config(20.0);
-    nsp_comm_t         *comm = NULL;
-    nsp_tree_t         *tree = NULL;
-    nsp_status_t        st;
-    int                 rc;
+    const group_case_t *c = arg;
+    nsp_comm_t         *comm;
+    nsp_tree_t         *tree;
+    int                 rc = cu_world_tree(&c->id, rank, nranks, 20.0, c->degrees, c->nlevels,
+                                           &comm, &tree);
 
-    st = nsp_comm_init_rank(&comm, nranks, c->id, rank, &cfg);
-    if (st == NSP_OK) {
-        st = nsp_tree_create(comm, c->degrees, c->nlevels, &tree);
-    }
-    if (st != NSP_OK) {
-        return cu_fail("init/tree", st);
+    if (rc != 0) {
+        return rc;
     }
     nsp_log_set_level(NSP_LOG_NONE); /* the refusals below are logged */
     rc = check_lookups(tree, comm, c, rank, nranks);
