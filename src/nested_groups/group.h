@@ -96,8 +96,10 @@ nsp_status_t nsp_group_sendrecv_post(nsp_group_t *g, const void *sendbuf, size_t
                                      uint32_t tag, void *stream, nsp_request_t **req);
 
 /** One ring step: what goes to index (me + shift) mod degree and what comes
- *  from index (me - shift) mod degree, bytes per step (may differ between
- *  steps and between sender and receiver's own send). */
+ *  from index (me - shift) mod degree. Byte counts are per step and per
+ *  direction: a rank may send another count than it receives (ring
+ *  attention's blocks differ in size), as long as each receiver expects what
+ *  its sender sends. */
 typedef struct nsp_group_ring_step {
     const void *sendbuf;
     size_t      sendbytes;
