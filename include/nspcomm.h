@@ -1418,10 +1418,13 @@ nsp_status_t nsp_a2a_release_cache(void);
  * Rotate a buffer around this rank's group of one tree level: the rank at
  * index i sends to index (i + shift) mod d and receives from index
  * (i - shift) mod d (shift 1: to the next rank, from the previous one, as
- * ring attention passes KV blocks). Each step is one request; several steps
- * may be in flight on a level if their `step` numbers differ (they are tags,
- * taken modulo 2^24). Every rank of the group posts the same steps in the
- * same order, with the same byte count per step.
+ * ring attention passes KV blocks). Each step is one request; up to 4096
+ * steps may be in flight on a level. Every rank of the group posts the same
+ * steps in the same order, with the same byte count per step: the tags come
+ * from the level group's own sequence number (shared with the library's own
+ * ring attention on that group), and the low 4 bits of `step` go into the
+ * tag as a check: ranks whose steps at one point differ in those bits time
+ * out (NSP_ERR_TIMEOUT) instead of exchanging the wrong blocks.
  */
 
 /**

@@ -254,8 +254,8 @@ typedef struct a2a_level {
     nsp_layout_level_t  lv;
     nsp_level_view_t    view;
     nsp_layout_heads_t  hs;
-    nsp_tp_comm_t      *tp;           /* the group's communicator, or the world */
-    int                 pairwise;     /* 1: pairwise sendrecv over the world */
+    nsp_group_t        *group;        /* the level's group (the tree's: it decides the
+                                         communicator) */
     int                 degree_id;    /* tells levels apart in tags */
     int                 self_first;   /* h2s: copy my own block before the peers' */
     int                 nparts;
@@ -374,8 +374,7 @@ static nsp_status_t part_post(a2a_level_t *L, int k)
 {
     a2a_part_t *P = &L->parts[k];
 
-    return nsp_a2a_tps_post(&L->tps, L->tp, L->pairwise, &L->lv, P->send, P->sb, P->sd,
-                            P->recv, P->rb, P->rd,
+    return nsp_a2a_tps_post(&L->tps, L->group, P->send, P->sb, P->sd, P->recv, P->rb, P->rd,
                             nsp_a2a_part_tag(L->op->post_seq, L->degree_id, k), NULL);
 }
 
@@ -408,7 +407,7 @@ static nsp_status_t step_start(void *arg)
         }
         NSP_CHECK(part_post(L, k));
     }
-    NSP_CHECK(L->tp->ops->progress(L->tp, &idle));
+    NSP_CHECK(L->group->tp->ops->progress(L->group->tp, &idle));
     NSP_TRACE("a2a post %u level %d: %d part(s) packed and posted at %.6f", op->post_seq,
               L->level, L->nparts, nsp_now_s());
     if (s2h || L->self_first) {
@@ -451,10 +450,10 @@ static nsp_status_t step_announce(void *arg)
     /* one step per peer, so each announce is seen as soon as it arrives:
      * step k sends to index me+k and receives from index me-k into descs */
     for (int k = 1; k < d; ++k) {
-        int to = (me + k) % d, from = (me - k + d) % d, base = L->pairwise ? L->lv.rank0 : 0;
-        NSP_CHECK(L->tp->ops->sendrecv_post(
-            L->tp, &L->mine, sizeof(a2a_desc_t), base + to, &L->descs[from], sizeof(a2a_desc_t),
-            base + from, nsp_a2a_part_tag(op->post_seq, L->degree_id, A2A_PART_ANNOUNCE), NULL,
+        int to = (me + k) % d, from = (me - k + d) % d;
+        NSP_CHECK(nsp_group_sendrecv_post(
+            L->group, &L->mine, sizeof(a2a_desc_t), to, &L->descs[from], sizeof(a2a_desc_t),
+            from, nsp_a2a_part_tag(op->post_seq, L->degree_id, A2A_PART_ANNOUNCE), NULL,
             &L->ctl.reqs[L->ctl.n]));
         L->ctl.seen[L->ctl.n] = L->ctl.reqs[L->ctl.n]->progress;
         ++L->ctl.n;
@@ -555,8 +554,7 @@ static nsp_status_t step_decide(void *arg)
     NSP_TRACE("a2a post %u level %d: copied from mapped peers at %.6f", op->post_seq,
               L->level, nsp_now_s());
     /* zero bytes to and from every peer: "I no longer read your source" */
-    return nsp_a2a_tps_post(&L->ctl, L->tp, L->pairwise, &L->lv, &L->mine, zero, zero,
-                            L->descs, zero, zero,
+    return nsp_a2a_tps_post(&L->ctl, L->group, &L->mine, zero, zero, L->descs, zero, zero,
                             nsp_a2a_part_tag(op->post_seq, L->degree_id, A2A_PART_DONE), NULL);
 }
 
@@ -785,24 +783,6 @@ void nsp_a2a_level_bufs(nsp_a2a_dir_t dir, const char *src, char *dst, int heads
     *level_dst = dst + (dir == NSP_A2A_SEQ_TO_HEAD ? block : chunks);
 }
 
-nsp_status_t nsp_a2a_level_comm(nsp_tree_t *tree, const nsp_layout_level_t *lv,
-                                nsp_tp_comm_t *world, nsp_tp_comm_t **tp, int *pairwise)
-{
-    nsp_tp_comm_t *group;
-
-    NSP_CHECK(nsp_tree_group_tp(tree, lv->degree, lv->rank0, &group));
-    if (group != NULL) {
-        *pairwise = 0;
-        *tp       = group;
-        return NSP_OK;
-    }
-    NSP_DEBUG("nested all-to-all: degree %d group at rank %d is not a tree group; pairwise "
-              "exchange over the world", lv->degree, lv->rank0);
-    *pairwise = 1;
-    *tp       = world;
-    return NSP_OK;
-}
-
 size_t nsp_a2a_sum(const size_t *v, int n)
 {
     size_t s = 0;
@@ -838,33 +818,18 @@ void nsp_a2a_tps_free(nsp_a2a_tps_t *t)
     memset(t, 0, sizeof(*t));
 }
 
-/* Append one posted request (its progress so far seen). */
-static void tps_push(nsp_a2a_tps_t *t)
+nsp_status_t nsp_a2a_tps_post(nsp_a2a_tps_t *t, nsp_group_t *group, const void *send,
+                              const size_t *sb, const size_t *sd, void *recv, const size_t *rb,
+                              const size_t *rd, uint32_t tag, void *stream)
 {
-    t->seen[t->n] = t->reqs[t->n]->progress;
-    ++t->n;
-}
+    nsp_tp_alltoallv_t args = {.sendbuf = send, .sendcounts = sb, .sdispls = sd,
+                               .recvbuf = recv, .recvcounts = rb, .rdispls = rd};
+    int                n;
 
-nsp_status_t nsp_a2a_tps_post(nsp_a2a_tps_t *t, nsp_tp_comm_t *tp, int pairwise,
-                              const nsp_layout_level_t *lv, const void *send, const size_t *sb,
-                              const size_t *sd, void *recv, const size_t *rb, const size_t *rd,
-                              uint32_t tag, void *stream)
-{
-    int d = lv->degree, me = lv->index;
-
-    if (!pairwise) {
-        nsp_tp_alltoallv_t args = {.sendbuf = send, .sendcounts = sb, .sdispls = sd,
-                                   .recvbuf = recv, .recvcounts = rb, .rdispls = rd};
-        NSP_CHECK(tp->ops->alltoallv_post(tp, &args, tag, stream, &t->reqs[t->n]));
-        tps_push(t);
-        return NSP_OK;
-    }
-    for (int i = 1; i < d; ++i) {
-        int to = (me + i) % d, from = (me - i + d) % d;
-        NSP_CHECK(tp->ops->sendrecv_post(tp, (const char *)send + sd[to], sb[to], lv->rank0 + to,
-                                         (char *)recv + rd[from], rb[from], lv->rank0 + from,
-                                         tag, stream, &t->reqs[t->n]));
-        tps_push(t);
+    NSP_CHECK(nsp_group_alltoallv_post(group, &args, tag, stream, &t->reqs[t->n], &n));
+    for (int k = 0; k < n; ++k) { /* their progress so far seen */
+        t->seen[t->n] = t->reqs[t->n]->progress;
+        ++t->n;
     }
     return NSP_OK;
 }
@@ -960,8 +925,9 @@ static nsp_status_t level_make_parts(a2a_level_t *L)
     L->parts  = calloc((size_t)L->nparts, sizeof(*L->parts));
     L->counts = calloc(4 * (size_t)d * (size_t)L->nparts, sizeof(size_t));
     L->sels   = calloc((size_t)L->nparts * ((size_t)n + 1), 1);
-    /* at most d - 1 pairwise requests per part */
-    if (nsp_a2a_tps_alloc(&L->tps, (size_t)L->nparts * (size_t)(d > 1 ? d - 1 : 1)) != NSP_OK ||
+    /* the group's requests per part: 1 on a tree group, at most d over the world */
+    if (nsp_a2a_tps_alloc(&L->tps, (size_t)L->nparts *
+                                       (size_t)nsp_group_alltoallv_max_reqs(L->group)) != NSP_OK ||
         L->parts == NULL || L->counts == NULL || L->sels == NULL) {
         goto err_free_direct;
     }
@@ -1075,14 +1041,14 @@ static nsp_status_t level_build(nsp_tree_t *tree, const nsp_layout_t *layout, a2
     if (l == 0) {
         return NSP_OK;
     }
-    NSP_CHECK(nsp_a2a_level_comm(tree, &L->lv, op->world, &L->tp, &L->pairwise));
+    NSP_CHECK(nsp_tree_group_get(tree, L->lv.rank0, L->lv.degree, &L->group));
     NSP_CHECK(nsp_layout_degree_id(layout, l, &L->degree_id));
     NSP_CHECK(nsp_pack_self_is_first(&L->view, op->heads, &L->self_first));
     NSP_CHECK(level_make_parts(L));
     NSP_DEBUG("nested all-to-all %s: level %d degree %d (group %d..%d, %s), %d seqs in %d "
               "part(s) (%d in place), sends %zu B, receives %zu B",
               op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d, L->lv.rank0,
-              L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world" : "tree group",
+              L->lv.rank0 + d - 1, L->group->level < 0 ? "pairwise over the world" : "tree group",
               L->lv.nseqs, L->nparts, level_direct_parts(L), level_bytes(L, 0),
               level_bytes(L, 1));
     NSP_CHECK(level_setup_mapped(L));

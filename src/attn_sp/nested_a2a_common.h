@@ -1,8 +1,9 @@
 /*
  * What the host path (nested_a2a.c) and the CUDA path (nested_a2a_cuda.c)
  * of the nested all-to-all do alike: the checks and defaults of a post, the
- * agreement over the world, where a level's data sits, which communicator
- * carries a level, and the transport requests of a level. Defined in
+ * agreement over the world, where a level's data sits, and the transport
+ * requests of a level. Which communicator carries a level is the tree's
+ * decision (nsp_tree_group_get, nested_groups/group.h). Defined in
  * nested_a2a.c (built in every configuration with the comm layer). `what`
  * arguments start error messages ("nested all-to-all", "... (cuda)").
  */
@@ -11,6 +12,7 @@
 
 #include "nspcomm.h"
 #include "attn_sp/layout.h"
+#include "nested_groups/group.h"
 #include "streams/levels.h"
 #include "transport/comm.h"
 
@@ -65,14 +67,6 @@ void nsp_a2a_level_bufs(nsp_a2a_dir_t dir, const char *src, char *dst, int heads
                         const nsp_layout_heads_t *hs, const char **level_src,
                         char **level_dst);
 
-/**
- * The communicator that carries level `lv`: the tree's group of that degree
- * when it is the same group (*pairwise = 0), else `world` with pairwise
- * exchanges (*pairwise = 1).
- */
-nsp_status_t nsp_a2a_level_comm(nsp_tree_t *tree, const nsp_layout_level_t *lv,
-                                nsp_tp_comm_t *world, nsp_tp_comm_t **tp, int *pairwise);
-
 /** Sum of v[n]. */
 size_t nsp_a2a_sum(const size_t *v, int n);
 
@@ -95,16 +89,15 @@ void nsp_a2a_tps_reset(nsp_a2a_tps_t *t);
 void nsp_a2a_tps_free(nsp_a2a_tps_t *t);
 
 /**
- * Post one exchange of level `lv` on `tp`: one alltoallv over the group's
- * communicator, or (pairwise) d - 1 sendrecv steps over the world (step i
- * sends to index me+i and receives from me-i, so every pair meets once).
- * sb/sd/rb/rd [d]: bytes and displacements per peer. `stream`: the
- * transport's stream (NULL on the host). Appends the requests to t.
+ * Post one exchange of a level on its group (nsp_group_alltoallv_post: one
+ * alltoallv on a tree group, pairwise sendrecv steps over the world).
+ * sb/sd/rb/rd [d]: bytes and displacements per group index. `stream`: the
+ * transport's stream (NULL on the host). Appends the requests to t (room
+ * for nsp_group_alltoallv_max_reqs more).
  */
-nsp_status_t nsp_a2a_tps_post(nsp_a2a_tps_t *t, nsp_tp_comm_t *tp, int pairwise,
-                              const nsp_layout_level_t *lv, const void *send, const size_t *sb,
-                              const size_t *sd, void *recv, const size_t *rb, const size_t *rd,
-                              uint32_t tag, void *stream);
+nsp_status_t nsp_a2a_tps_post(nsp_a2a_tps_t *t, nsp_group_t *group, const void *send,
+                              const size_t *sb, const size_t *sd, void *recv, const size_t *rb,
+                              const size_t *rd, uint32_t tag, void *stream);
 
 /**
  * Test every request of t: adds what they progressed (and one per request

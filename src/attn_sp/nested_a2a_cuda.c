@@ -225,8 +225,7 @@ typedef struct ca_level {
     nsp_level_view_t        view;
     nsp_layout_heads_t      hs;
     nsp_cuda_level_t       *dev;        /* tables, from the cache */
-    nsp_tp_comm_t          *tp;         /* the group's communicator, or the world */
-    int                     pairwise;
+    nsp_group_t            *group;      /* the level's group (the tree decides its carrier) */
     int                     in_place;
     int                     self_first;
     size_t                 *sb, *sd, *rb, *rd;
@@ -278,9 +277,8 @@ static void ca_op_destroy(ca_op_t *op)
 /* Post the level's exchange on its stream (as the host path). */
 static nsp_status_t ca_post_exchange(ca_level_t *L, const void *send, void *recv)
 {
-    return nsp_a2a_tps_post(&L->tps, L->tp, L->pairwise, &L->lv, send, L->sb, L->sd, recv,
-                            L->rb, L->rd, nsp_a2a_tag(L->op->post_seq, L->lv.degree),
-                            L->stream);
+    return nsp_a2a_tps_post(&L->tps, L->group, send, L->sb, L->sd, recv, L->rb, L->rd,
+                            nsp_a2a_tag(L->op->post_seq, L->lv.degree), L->stream);
 }
 
 /* Enqueue everything of level l > 0 on its stream. */
@@ -466,7 +464,7 @@ static nsp_status_t ca_level_setup(nsp_tree_t *tree, const nsp_layout_t *layout,
         return NSP_OK;
     }
     L->dev = op->entry->levels[l];
-    NSP_CHECK(nsp_a2a_level_comm(tree, &L->lv, op->world, &L->tp, &L->pairwise));
+    NSP_CHECK(nsp_tree_group_get(tree, L->lv.rank0, L->lv.degree, &L->group));
     L->sb = calloc(4 * (size_t)d, sizeof(size_t));
     if (nsp_a2a_tps_alloc(&L->tps, (size_t)d) != NSP_OK || L->sb == NULL) {
         return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate level %d", CA_WHAT, l);
@@ -483,7 +481,7 @@ static nsp_status_t ca_level_setup(nsp_tree_t *tree, const nsp_layout_t *layout,
     }
     NSP_DEBUG("%s %s: level %d degree %d (group %d..%d, %s), %d seqs, sends %zu B, receives "
               "%zu B%s", CA_WHAT, op->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", l, d,
-              L->lv.rank0, L->lv.rank0 + d - 1, L->pairwise ? "pairwise over the world"
+              L->lv.rank0, L->lv.rank0 + d - 1, L->group->level < 0 ? "pairwise over the world"
                                                              : "tree group",
               L->lv.nseqs, nsp_a2a_sum(L->sb, d), nsp_a2a_sum(L->rb, d), L->in_place ? ", in place" : "");
     NSP_CHECK(nsp_levels_push(op->queues, l, ca_step_exchange, L, "exchange"));

@@ -555,7 +555,7 @@ typedef struct nattn_call {
     nattn_xfer_t             x[NATTN_MAX_XFERS];
     int                      nx;
     nsp_nested_attn_stats_t  st;
-    uint32_t                 seq;  /* the world's operation number of the call (ring tags) */
+    uint32_t                 seq;  /* the world's operation number of the call (agreement) */
     float                   *dkv32[2]; /* backward with dkv_f32: head-sharded float32 dK, dV
                                           [rows_kv, D] (each level widened once computed) */
 } nattn_call_t;
@@ -844,7 +844,6 @@ static nsp_status_t level_compute_ring(nattn_call_t *c, int l, const level_ptrs_
     io.proto        = level_proto(a, L, l);
     io.progress     = call_progress;
     io.progress_ctx = c;
-    io.call         = c->seq;
     if (!bwd) {
         status = nsp_ring_level_fwd(L->ring, &io, p->q, p->k, p->v, p->out_o, p->out_lse);
     } else {

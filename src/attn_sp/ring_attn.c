@@ -6,8 +6,7 @@
 
 #include "attn_sp/attn_reduce.h"
 #include "common/log.h"
-#include "nested_groups/tree.h"
-#include "transport/comm.h"
+#include "nested_groups/group.h"
 #include "transport/request.h"
 
 #include <sched.h>
@@ -15,18 +14,18 @@
 #include <string.h>
 #include <time.h>
 
-/* Tag sequence of a ring message (24 bits under NSP_TP_TAG_CLASS_RING):
- * bit 23 marks nested attention (user rings of nsp_ring_post use small step
- * numbers), then the call (3 bits), the kind (2), the group degree (10) and
- * the step (8). At most two steps of one kind are in flight. */
+/* What a ring message carries; with the step's low two bits it is the
+ * label of the group's ring step (the tag itself comes from the group's
+ * ring sequence). At most two steps of one kind are in flight. */
 enum { RING_KIND_FWD_KV = 0, RING_KIND_BWD_KV = 1, RING_KIND_BWD_DKV = 2 };
 
 struct nsp_ring_level {
-    int            r, j, degree;
+    int            r, j;
     int            nseqs;        /* sequences of the level (spans / 2) */
     int            kv_heads, head_dim;
-    nsp_tp_comm_t *tp;           /* the group's communicator, or the world */
-    int            next, prev;   /* ring neighbours in tp's numbering */
+    nsp_group_t   *group;        /* the level's group (the tree's); the ring is its index
+                                    i -> i + shift (mod degree) */
+    int            shift;        /* the Ulysses degree u: ring neighbours are u indices apart */
     int64_t       *off;          /* [r][2*nseqs + 1]: span offsets (tokens) in the block of
                                     ring member m, spans in layout order */
     int64_t        max_tokens;   /* largest block of a member */
@@ -54,32 +53,14 @@ static int64_t member_tokens(const nsp_ring_level_t *ring, int m)
     return member_off(ring, m)[2 * ring->nseqs];
 }
 
-static uint32_t ring_tag(const nsp_ring_level_t *ring, uint32_t call, int kind, int step)
+/* The ring's group: the tree decides how it is carried. Index i = j*u +
+ * (i % u) of a group of degree r*u sends to ((j+1) mod r)*u + (i % u),
+ * which is i + u (mod r*u): the group's ring with shift u. */
+static nsp_status_t ring_group(nsp_tree_t *tree, const nsp_layout_level_t *lv,
+                               nsp_ring_level_t *ring)
 {
-    uint32_t seq = 0x800000u | ((call & 0x7u) << 20) | ((uint32_t)kind << 18) |
-                   (((uint32_t)ring->degree & 0x3ffu) << 8) | ((uint32_t)step & 0xffu);
-
-    return NSP_TP_TAG(NSP_TP_TAG_CLASS_RING, seq);
-}
-
-/* The communicator of the ring: the tree's group of the level's degree if
- * it is the same group (peers by index in the group), else the world. */
-static nsp_status_t ring_choose_comm(nsp_tree_t *tree, const nsp_layout_level_t *lv,
-                                     nsp_ring_level_t *ring)
-{
-    int         u = lv->ulysses, i = lv->ulysses_index, base = 0;
-    nsp_comm_t *world;
-
-    NSP_CHECK(nsp_tree_group_tp(tree, lv->degree, lv->rank0, &ring->tp));
-    if (ring->tp == NULL) {
-        NSP_CHECK(nsp_tree_world(tree, &world));
-        ring->tp = nsp_comm_tp(world);
-        base     = lv->rank0;
-        NSP_DEBUG("ring attention: degree %d group at rank %d is not a tree group; the ring "
-                  "runs over the world", lv->degree, lv->rank0);
-    }
-    ring->next = base + ((ring->j + 1) % ring->r) * u + i;
-    ring->prev = base + ((ring->j + ring->r - 1) % ring->r) * u + i;
+    NSP_CHECK(nsp_tree_group_get(tree, lv->rank0, lv->degree, &ring->group));
+    ring->shift = lv->ulysses;
     return NSP_OK;
 }
 
@@ -101,7 +82,6 @@ nsp_status_t nsp_ring_level_create(nsp_tree_t *tree, const nsp_layout_level_t *l
     }
     ring->r        = lv->ring;
     ring->j        = lv->ring_index;
-    ring->degree   = lv->degree;
     ring->nseqs    = lv->nseqs / 2;
     ring->kv_heads = kv_heads;
     ring->head_dim = head_dim;
@@ -133,7 +113,7 @@ nsp_status_t nsp_ring_level_create(nsp_tree_t *tree, const nsp_layout_level_t *l
             goto err_free;
         }
     }
-    NSP_CHECK_GOTO(ring_choose_comm(tree, lv, ring), status, err_free);
+    NSP_CHECK_GOTO(ring_group(tree, lv, ring), status, err_free);
     *ring_p = ring;
     return NSP_OK;
 
@@ -208,13 +188,13 @@ static nsp_status_t ring_pass(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, i
                               int step, int m, size_t es, const void *sbuf, void *rbuf,
                               nsp_request_t **req)
 {
-    size_t sbytes = kv_bytes(ring, m, es);
-    size_t rbytes = kv_bytes(ring, (m + ring->r - 1) % ring->r, es);
+    nsp_group_ring_step_t st = {
+        .sendbuf = sbuf, .sendbytes = kv_bytes(ring, m, es), .recvbuf = rbuf,
+        .recvbytes = kv_bytes(ring, (m + ring->r - 1) % ring->r, es), .shift = ring->shift,
+        .label = (uint32_t)kind | (((uint32_t)step & 0x3u) << 2)};
 
-    NSP_CHECK(ring->tp->ops->sendrecv_post(ring->tp, sbuf, sbytes, ring->next, rbuf, rbytes,
-                                           ring->prev, ring_tag(ring, io->call, kind, step),
-                                           NULL, req));
-    io->bytes_sent += sbytes;
+    NSP_CHECK(nsp_group_ring_post(ring->group, &st, NULL, req));
+    io->bytes_sent += st.sendbytes;
     return NSP_OK;
 }
 

@@ -13,8 +13,8 @@
  *                                               then chunk 2r-1-m
  *
  * The r ranks rank0 + m*u + (i % u), m = 0..r-1, form the ring: KV blocks
- * move to ring index j+1 each step (explicit peers on the group's tree
- * communicator, or on the world when the tree lacks the group).
+ * move to ring index j+1 each step, the ring step of the level's group
+ * (nsp_tree_group_get decides its communicator) with shift u.
  *
  * Forward, step t = 0..r-1, src = (j - t) mod r (whose KV block is held):
  *   t = 0      one causal kernel call over the rank's own block: per
@@ -69,8 +69,6 @@ typedef struct nsp_ring_level_io {
                                              offsets are filled per call */
     nsp_ring_progress_fn     progress;  /**< may be NULL */
     void                    *progress_ctx;
-    uint32_t                 call;      /**< number of the nested attention call (tags);
-                                             the same on every rank */
     double                   compute_s; /**< out: += thread CPU seconds of kernels, merges */
     double                   wait_s;    /**< out: += wall seconds waiting for the ring */
     uint64_t                 bytes_sent;/**< out: += bytes sent around the ring */

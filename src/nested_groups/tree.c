@@ -5,6 +5,7 @@
 #include "nested_groups/tree.h"
 
 #include "common/log.h"
+#include "nested_groups/group.h"
 #include "transport/comm.h"
 
 #include <stdio.h>
@@ -16,7 +17,11 @@ struct nsp_tree {
     int            nlevels;
     int            degree[NSP_TREE_MAX_LEVELS];
     int            rank0[NSP_TREE_MAX_LEVELS];   /* first world rank of this rank's group */
-    nsp_tp_comm_t *level[NSP_TREE_MAX_LEVELS];   /* owned */
+    nsp_group_t    group[NSP_TREE_MAX_LEVELS];   /* this rank's group per level; its tp
+                                                    (the level's communicator) owned */
+    nsp_group_t  **extra;                        /* [nextra] owned: groups over the world
+                                                    (nsp_tree_group_get), made on first use */
+    int            nextra;
 };
 
 nsp_status_t nsp_tree_default_degrees(const nsp_comm_t *world, int *degrees, int capacity,
@@ -81,6 +86,18 @@ static void tree_log(const nsp_tree_t *tree)
              tree->degree[tree->nlevels - 1] < tree->world->size ? " (forest)" : "");
 }
 
+/* The group of level l, carried by the level's communicator (already split). */
+static void tree_level_group(nsp_tree_t *tree, int l)
+{
+    nsp_group_t *g = &tree->group[l];
+
+    g->rank0  = tree->rank0[l];
+    g->degree = tree->degree[l];
+    g->index  = tree->world->rank - tree->rank0[l];
+    g->base   = 0;
+    g->level  = l;
+}
+
 nsp_status_t nsp_tree_create(nsp_comm_t *world, const int *degrees, int nlevels,
                              nsp_tree_t **out)
 {
@@ -108,8 +125,9 @@ nsp_status_t nsp_tree_create(nsp_comm_t *world, const int *degrees, int nlevels,
         tree->degree[l] = degrees[l];
         tree->rank0[l]  = nsp_tree_group_rank0(world->rank, degrees[l]);
         NSP_CHECK_GOTO(world->ops->split(world->world, tree->rank0[l], degrees[l],
-                                         &tree->level[l]),
+                                         &tree->group[l].tp),
                        status, err_destroy_levels);
+        tree_level_group(tree, l);
     }
     ++world->ntrees;
     tree_log(tree);
@@ -117,8 +135,8 @@ nsp_status_t nsp_tree_create(nsp_comm_t *world, const int *degrees, int nlevels,
     return NSP_OK;
 err_destroy_levels:
     for (int l = nlevels - 1; l >= 0; --l) {
-        if (tree->level[l] != NULL) {
-            world->ops->destroy(tree->level[l]);
+        if (tree->group[l].tp != NULL) {
+            world->ops->destroy(tree->group[l].tp);
         }
     }
     free(tree);
@@ -130,8 +148,12 @@ nsp_status_t nsp_tree_destroy(nsp_tree_t *tree)
     if (tree == NULL) {
         return NSP_OK;
     }
+    for (int g = 0; g < tree->nextra; ++g) {
+        free(tree->extra[g]);
+    }
+    free(tree->extra);
     for (int l = tree->nlevels - 1; l >= 0; --l) {
-        tree->world->ops->destroy(tree->level[l]);
+        tree->world->ops->destroy(tree->group[l].tp);
     }
     --tree->world->ntrees;
     free(tree);
@@ -226,23 +248,92 @@ nsp_status_t nsp_tree_level_tp(const nsp_tree_t *tree, int level, nsp_tp_comm_t 
     if (comm == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_tree_level_tp: comm is NULL");
     }
-    *comm = tree->level[level];
+    *comm = tree->group[level].tp;
     return NSP_OK;
 }
 
 nsp_status_t nsp_tree_group_tp(const nsp_tree_t *tree, int degree, int rank0,
                                nsp_tp_comm_t **comm)
 {
-    nsp_tp_comm_t *found = NULL;
+    int level;
 
     if (tree == NULL || comm == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_tree_group_tp: NULL argument");
     }
-    for (int l = 0; l < tree->nlevels && found == NULL; ++l) {
-        if (tree->degree[l] == degree && tree->rank0[l] == rank0) {
-            found = tree->level[l];
+    level = nsp_group_level(tree->degree, tree->nlevels, tree->world->rank, rank0, degree);
+    *comm = level >= 0 ? tree->group[level].tp : NULL;
+    return NSP_OK;
+}
+
+nsp_status_t nsp_tree_level_group(nsp_tree_t *tree, int level, nsp_group_t **group)
+{
+    NSP_CHECK(tree_check_level(tree, level, "nsp_tree_level_group"));
+    if (group == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_tree_level_group: group is NULL");
+    }
+    *group = &tree->group[level];
+    return NSP_OK;
+}
+
+/* A group over the world already handed out, or NULL. */
+static nsp_group_t *tree_find_extra(const nsp_tree_t *tree, int rank0, int degree)
+{
+    for (int g = 0; g < tree->nextra; ++g) {
+        if (tree->extra[g]->rank0 == rank0 && tree->extra[g]->degree == degree) {
+            return tree->extra[g];
         }
     }
-    *comm = found;
+    return NULL;
+}
+
+/* A new group over the world, kept by the tree. */
+static nsp_status_t tree_add_extra(nsp_tree_t *tree, const nsp_group_map_t *map, int rank0,
+                                   int degree, nsp_group_t **out)
+{
+    nsp_group_t **grown = realloc(tree->extra, sizeof(*grown) * (size_t)(tree->nextra + 1));
+    nsp_group_t  *g;
+
+    if (grown == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "tree: no memory for the group of degree %d at "
+                         "rank %d", degree, rank0);
+    }
+    tree->extra = grown;
+    g           = calloc(1, sizeof(*g));
+    if (g == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "tree: no memory for the group of degree %d at "
+                         "rank %d", degree, rank0);
+    }
+    g->tp     = nsp_comm_tp(tree->world);
+    g->rank0  = rank0;
+    g->degree = degree;
+    g->index  = map->index;
+    g->base   = map->base;
+    g->level  = -1;
+    tree->extra[tree->nextra++] = g;
+    NSP_DEBUG("tree: rank %d: the group of degree %d at rank %d is not a tree group; it runs "
+              "over the world", tree->world->rank, degree, rank0);
+    *out = g;
+    return NSP_OK;
+}
+
+nsp_status_t nsp_tree_group_get(nsp_tree_t *tree, int rank0, int degree, nsp_group_t **group)
+{
+    nsp_group_map_t map;
+    nsp_group_t    *found;
+
+    if (tree == NULL || group == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_tree_group_get: NULL argument");
+    }
+    NSP_CHECK(nsp_group_map(tree->degree, tree->nlevels, tree->world->size, tree->world->rank,
+                            rank0, degree, &map));
+    if (map.level >= 0) {
+        *group = &tree->group[map.level];
+        return NSP_OK;
+    }
+    found = tree_find_extra(tree, rank0, degree);
+    if (found == NULL) {
+        return tree_add_extra(tree, &map, rank0, degree, group);
+    }
+    *group = found;
     return NSP_OK;
 }

@@ -49,3 +49,35 @@ nsp_status_t nsp_tree_check_degrees(const int *degrees, int nlevels, int nranks)
     }
     return NSP_OK;
 }
+
+int nsp_group_level(const int *degrees, int nlevels, int rank, int rank0, int degree)
+{
+    if (degree < 1 || rank < rank0 || rank - rank0 >= degree) {
+        return -1;
+    }
+    for (int l = 0; l < nlevels; ++l) {
+        if (degrees[l] == degree && nsp_tree_group_rank0(rank, degree) == rank0) {
+            return l;
+        }
+    }
+    return -1;
+}
+
+nsp_status_t nsp_group_map(const int *degrees, int nlevels, int nranks, int rank, int rank0,
+                           int degree, nsp_group_map_t *map)
+{
+    if (map == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_group_map: map is NULL");
+    }
+    if (degree < 1 || rank0 < 0 || rank0 > nranks - degree || rank < rank0 ||
+        rank - rank0 >= degree) {
+        return nsp_error(NSP_ERR_INVALID_ARG,
+                         "group [%d, %d + %d) of a world of %d ranks, seen from rank %d: a "
+                         "group must lie in the world and hold the rank",
+                         rank0, rank0, degree, nranks, rank);
+    }
+    map->level = nsp_group_level(degrees, nlevels, rank, rank0, degree);
+    map->index = rank - rank0;
+    map->base  = map->level >= 0 ? 0 : rank0;
+    return NSP_OK;
+}

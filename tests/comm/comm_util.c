@@ -157,3 +157,23 @@ int cu_fail(const char *what, nsp_status_t status)
     mp_note("%s: %s: %s", what, nsp_status_string(status), nsp_last_error());
     return 10;
 }
+
+int cu_world_tree(const nsp_unique_id_t *id, int rank, int nranks, double timeout_s,
+                  const int *degrees, int nlevels, nsp_comm_t **comm, nsp_tree_t **tree)
+{
+    nsp_config_t cfg = cu_config(timeout_s);
+    nsp_status_t st;
+
+    *comm = NULL;
+    *tree = NULL;
+    st    = nsp_comm_init_rank(comm, nranks, *id, rank, &cfg);
+    if (st == NSP_OK) {
+        st = nsp_tree_create(*comm, degrees, nlevels, tree);
+    }
+    if (st != NSP_OK) {
+        nsp_comm_destroy(*comm);
+        *comm = NULL;
+        return cu_fail("init/tree", st);
+    }
+    return 0;
+}

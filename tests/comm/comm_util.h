@@ -64,4 +64,9 @@ nsp_config_t cu_config(double timeout_s);
 /** Report a failed nspcomm call in a rank (mp_note) and return its exit code 10. */
 int cu_fail(const char *what, nsp_status_t status);
 
+/** In a rank: join the world of `id` (cu_config(timeout_s)) and build its
+ *  tree of degrees[nlevels]. 0, or cu_fail's code with nothing left made. */
+int cu_world_tree(const nsp_unique_id_t *id, int rank, int nranks, double timeout_s,
+                  const int *degrees, int nlevels, nsp_comm_t **comm, nsp_tree_t **tree);
+
 #endif /* NSP_TESTS_COMM_UTIL_H_ */

@@ -126,19 +126,14 @@ static int check_peers(nsp_tree_t *tree, int level, int rank)
 
 static int rank_ring(int rank, int nranks, void *arg)
 {
-    const ring_case_t *c    = arg;
-    nsp_config_t       cfg  = cu_config(20.0);
-    nsp_comm_t        *comm = NULL;
-    nsp_tree_t        *tree = NULL;
-    nsp_status_t       st;
-    int                rc = 0;
+    const ring_case_t *c = arg;
+    nsp_comm_t        *comm;
+    nsp_tree_t        *tree;
+    int                rc = cu_world_tree(&c->id, rank, nranks, 20.0, c->degrees, c->nlevels,
+                                          &comm, &tree);
 
-    st = nsp_comm_init_rank(&comm, nranks, c->id, rank, &cfg);
-    if (st == NSP_OK) {
-        st = nsp_tree_create(comm, c->degrees, c->nlevels, &tree);
-    }
-    if (st != NSP_OK) {
-        return cu_fail("init/tree", st);
+    if (rc != 0) {
+        return rc;
     }
     /* Levels in the agreed (ascending) order, every rank the same steps. */
     for (int l = 0; l < c->nlevels && rc == 0; ++l) {
@@ -176,21 +171,18 @@ static void test_ring(int nranks, int nlevels, const int *degrees, const char *w
 /* Refusals: overlapping buffers; rank 1 sends fewer bytes than rank 0 expects. */
 static int rank_ring_errors(int rank, int nranks, void *arg)
 {
-    const ring_case_t *c    = arg;
-    nsp_config_t       cfg  = cu_config(5.0);
-    nsp_comm_t        *comm = NULL;
-    nsp_tree_t        *tree = NULL;
-    nsp_request_t     *req  = NULL;
+    const ring_case_t *c   = arg;
+    nsp_comm_t        *comm;
+    nsp_tree_t        *tree;
+    nsp_request_t     *req = NULL;
     unsigned char      buf[256] = {0};
-    int                fake_stream, rc = 0;
+    int                fake_stream;
+    int                rc = cu_world_tree(&c->id, rank, nranks, 5.0, c->degrees, c->nlevels,
+                                          &comm, &tree);
     nsp_status_t       st;
 
-    st = nsp_comm_init_rank(&comm, nranks, c->id, rank, &cfg);
-    if (st == NSP_OK) {
-        st = nsp_tree_create(comm, c->degrees, c->nlevels, &tree);
-    }
-    if (st != NSP_OK) {
-        return cu_fail("init/tree", st);
+    if (rc != 0) {
+        return rc;
     }
     if (nsp_ring_post(tree, 1, buf, buf + 8, 64, 1, 0, NULL, &req) != NSP_ERR_INVALID_ARG ||
         nsp_ring_post(tree, 7, buf, buf + 128, 64, 1, 0, NULL, &req) != NSP_ERR_INVALID_ARG ||

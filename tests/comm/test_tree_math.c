@@ -1,6 +1,8 @@
 /*
  * Pure index math of the tree and the ring (no processes): group starts,
- * ring neighbours for every index, shift and degree, and the degree rules.
+ * ring neighbours for every index, shift and degree, the degree rules, and
+ * the group lookup (which communicator carries a group, its base rank and
+ * rank map) for every (rank0, degree) and every rank of several trees.
  */
 #include "../tap.h"
 #include "nested_groups/tree.h"
@@ -78,10 +80,83 @@ static void test_degrees(void)
                "more than NSP_TREE_MAX_LEVELS levels");
 }
 
+/* The carrier of [rank0, rank0 + d) for `rank`, found independently: a
+ * level of degree d carries it when its groups [k*d, (k+1)*d) include this
+ * range exactly, i.e. rank0 is a multiple of d. -1: the world. */
+static int want_level(const int *degrees, int nlevels, int rank0, int d)
+{
+    for (int l = 0; l < nlevels; ++l) {
+        if (degrees[l] == d && rank0 % d == 0) {
+            return l;
+        }
+    }
+    return -1;
+}
+
+/* Every (rank0, degree) of a tree on `nranks`, every rank: the map against
+ * want_level; ranges that leave the world or miss the rank refused. */
+static void test_group_map_tree(const int *degrees, int nlevels, int nranks, const char *what)
+{
+    int checked = 0, bad = 0, over_world = 0, refused = 0;
+
+    nsp_log_set_level(NSP_LOG_NONE); /* thousands of refusals, each logged */
+    for (int rank = 0; rank < nranks; ++rank) {
+        for (int d = 0; d <= nranks + 1; ++d) {
+            for (int r0 = -1; r0 <= nranks; ++r0) {
+                nsp_group_map_t m = {-2, -2, -2};
+                nsp_status_t    st = nsp_group_map(degrees, nlevels, nranks, rank, r0, d, &m);
+                int inside = d >= 1 && r0 >= 0 && r0 + d <= nranks && r0 <= rank &&
+                             rank < r0 + d;
+                if (!inside) {
+                    bad += st != NSP_ERR_INVALID_ARG || m.level != -2;
+                    refused += st == NSP_ERR_INVALID_ARG;
+                    continue;
+                }
+                int l = want_level(degrees, nlevels, r0, d);
+                bad += st != NSP_OK || m.level != l || m.index != rank - r0 ||
+                       m.base != (l >= 0 ? 0 : r0) ||
+                       nsp_group_level(degrees, nlevels, rank, r0, d) != l;
+                /* the rank map: index i is carrier rank base + i, world rank r0 + i */
+                bad += m.base + m.index != (l >= 0 ? rank - r0 : rank);
+                over_world += l < 0;
+                ++checked;
+            }
+        }
+    }
+    nsp_log_set_level(NSP_LOG_WARN);
+    tap_ok(bad == 0 && checked > 0 && over_world > 0 && refused > 0,
+           "group map, %s: %d (rank, rank0, degree) checked, %d over the world, %d refused, "
+           "%d wrong",
+           what, checked, over_world, refused, bad);
+}
+
+static void test_group_map(void)
+{
+    static const int d8[] = {1, 2, 4, 8}, forest[] = {1, 2}, d12[] = {1, 3, 6, 12},
+                     d24[] = {1, 2, 6, 12}, sparse[] = {1, 8}, alone[] = {1};
+    nsp_group_map_t  m;
+
+    test_group_map_tree(d8, 4, 8, "tree 1,2,4,8 on 8 ranks");
+    test_group_map_tree(forest, 2, 8, "forest 1,2 on 8 ranks");
+    test_group_map_tree(d12, 4, 12, "tree 1,3,6,12 on 12 ranks");
+    test_group_map_tree(d24, 4, 24, "tree 1,2,6,12 on 24 ranks (forest of 2)");
+    test_group_map_tree(sparse, 2, 8, "tree 1,8 on 8 ranks");
+    test_group_map_tree(alone, 1, 5, "degree 1 only on 5 ranks");
+    tap_is_int(nsp_group_level(d8, 4, 5, 4, 2), 1, "rank 5: [4, 6) is level 1 of 1,2,4,8");
+    tap_is_int(nsp_group_level(d8, 4, 5, 5, 2), -1, "rank 5: [5, 7) is over the world");
+    tap_is_int(nsp_group_level(d8, 4, 5, 4, 4), 2, "rank 5: [4, 8) is level 2 of 1,2,4,8");
+    tap_is_int(nsp_group_level(d8, 4, 5, 2, 4), -1, "rank 5: [2, 6) is over the world");
+    tap_is_int(nsp_group_map(d8, 4, 8, 5, 2, 4, NULL), NSP_ERR_INVALID_ARG, "NULL map");
+    tap_ok(nsp_group_map(d8, 4, 8, 5, 2, 4, &m) == NSP_OK && m.level == -1 && m.base == 2 &&
+               m.index == 3,
+           "rank 5 in [2, 6): over the world, base 2, index 3");
+}
+
 int main(void)
 {
     test_group_rank0();
     test_ring_index();
     test_degrees();
+    test_group_map();
     return tap_done();
 }
