@@ -50,9 +50,10 @@ libnspcomm_la_SOURCES += \
 	src/streams/streams_cuda.c \
 	src/attn_sp/pack_cuda.c \
 	src/attn_sp/pack_cuda_kernels.cu \
-	src/attn_sp/nested_a2a_cuda.c
+	src/attn_sp/nested_a2a_cuda.c \
+	src/attn_sp/attn_mem_cuda.c
 else
-libnspcomm_la_SOURCES += src/attn_sp/nested_a2a_nocuda.c
+libnspcomm_la_SOURCES += src/attn_sp/nested_a2a_nocuda.c src/attn_sp/attn_mem_nocuda.c
 endif
 if NSP_CUDA
 # No dependency tracking for .cu: name the headers the kernels include.
