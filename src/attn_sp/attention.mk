@@ -27,7 +27,6 @@ libnspcomm_la_SOURCES += \
 	src/attn_sp/ring_attn.c
 noinst_HEADERS += \
 	src/attn_sp/nested_attn.h \
-	src/attn_sp/attn_mem.h \
 	src/attn_sp/ring_attn.h
 endif
 
