@@ -10,6 +10,11 @@ TESTS += tests/gpu/test_pack_map tests/gpu/test_nccl_backend
 tests_gpu_test_pack_map_SOURCES = tests/gpu/test_pack_map.c tests/gpu/gpu_views.c \
 	tests/gpu/gpu_views.h
 tests_gpu_test_pack_map_LDADD = $(GPU_TEST_LIBS)
+# The device reductions' element math and the memory tables, on the CPU.
+check_PROGRAMS += tests/gpu/test_reduce_map
+TESTS += tests/gpu/test_reduce_map
+tests_gpu_test_reduce_map_SOURCES = tests/gpu/test_reduce_map.c
+tests_gpu_test_reduce_map_LDADD = $(GPU_TEST_LIBS) -lm
 tests_gpu_test_nccl_backend_SOURCES = tests/gpu/test_nccl_backend.c
 tests_gpu_test_nccl_backend_CPPFLAGS = $(AM_CPPFLAGS)
 tests_gpu_test_nccl_backend_LDADD = $(GPU_TEST_LIBS)
