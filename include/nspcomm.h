@@ -1713,8 +1713,9 @@ nsp_status_t nsp_attn_kernel_reference(nsp_attn_kernel_t *kernel);
  * compute, exchange back) with no overlap between levels, to measure what
  * pipelining buys. Both give bit-identical results.
  *
- * Buffers (host memory, the backend must be UCX; element type `dtype`,
- * lse float32; docs/nested-attention.md "Dtypes"):
+ * Buffers (host memory with the UCX backend; device memory of the current
+ * CUDA device with the NCCL backend, see nsp_nested_attn_set_stream();
+ * element type `dtype`, lse float32; docs/nested-attention.md "Dtypes"):
  *   q, o, dout, dq   [T_local, n_q, D]    sequence-sharded (layout section 7)
  *   k, v, dk, dv     [T_local, n_kv, D]
  *   lse              [T_local, n_q]
@@ -1796,8 +1797,10 @@ typedef struct nsp_nested_attn_stats {
  * by the caller.
  * Errors: NSP_ERR_INVALID_ARG (NULL, bad params: the message names the
  * field; a level whose degree cannot shard the heads: names level, degree
- * and ring), NSP_ERR_UNSUPPORTED (a backend that moves device memory; more
- * than NSP_TREE_MAX_LEVELS levels), NSP_ERR_MISMATCH (ranks disagree: names them), NSP_ERR_TIMEOUT,
+ * and ring), NSP_ERR_UNSUPPORTED (on a backend that moves device memory:
+ * ring levels, the default host reference kernel, a build without CUDA;
+ * more than NSP_TREE_MAX_LEVELS levels), NSP_ERR_MISMATCH (ranks disagree:
+ * names them), NSP_ERR_TIMEOUT,
  * NSP_ERR_PEER_FAILED, NSP_ERR_NO_MEMORY.
  */
 NSP_EXPORT
@@ -1836,8 +1839,9 @@ nsp_status_t nsp_nested_attn_fwd(nsp_nested_attn_t *attn, const void *q, const v
  * attn, exchanged and summed in float32 (twice the bytes of those two
  * tensors, in rounds where some rank replicates), and rounded once into
  * dk and dv. Collective over the world; all ranks pass saved or all pass
- * NULL. Errors: as nsp_nested_attn_fwd(), and NSP_ERR_INVALID_ARG (saved
- * from another attn).
+ * NULL. Errors: as nsp_nested_attn_fwd(), NSP_ERR_INVALID_ARG (saved
+ * from another attn), NSP_ERR_UNSUPPORTED (device memory with a dtype
+ * other than FP32 and replicated KV heads: the widening runs on the host).
  */
 NSP_EXPORT
 nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *attn, const nsp_nested_attn_saved_t *saved,
@@ -1845,9 +1849,25 @@ nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *attn, const nsp_nested_attn_
                                  const float *lse, const void *dout, void *dq, void *dk,
                                  void *dv, nsp_nested_attn_stats_t *stats);
 
-/** Free saved activations. NULL is a no-op. */
+/** Free saved activations (host or device memory, as the attn that made
+ *  them). NULL is a no-op. */
 NSP_EXPORT
 void nsp_nested_attn_saved_free(nsp_nested_attn_saved_t *saved);
+
+/**
+ * Device memory (NCCL backend): the CUDA stream (a cudaStream_t; NULL, the
+ * default, is the legacy default stream) of the next calls. The kernel
+ * callbacks get it as batch->stream and enqueue on it; each level's
+ * sequence-to-head waits for it on the GPU (the inputs were written there)
+ * and each head-to-sequence for the kernels enqueued on it before the level
+ * was computed. A call returns once its results are in the caller's
+ * buffers (the host waited for the exchanges' events). `stream` is
+ * borrowed until the next set_stream or destroy. Local.
+ * Errors: NSP_ERR_INVALID_ARG (NULL attn), NSP_ERR_UNSUPPORTED (a stream on
+ * host memory).
+ */
+NSP_EXPORT
+nsp_status_t nsp_nested_attn_set_stream(nsp_nested_attn_t *attn, void *stream);
 
 /**
  * Free the nested attention and its buffers (local). NULL is a no-op.

@@ -16,8 +16,18 @@
 #                                   nsp_comm_from_nccl on ncclCommInitAll, the
 #                                   nested all-to-all's CUDA path
 #   5. perf/gpu_check               kernels on realistic shapes: bit-exact, GB/s
+#   6. tests/gpu/test_reduce_map    the device reductions' element math and the
+#                                   memory tables of nested attention (CPU)
+#   7. tests/gpu/test_reduce_cuda   replica-sum and merge kernels vs their host
+#                                   twins (fp32, bf16, fp16)
+#   8. tests/gpu/test_nattn_cuda    nested attention on device memory, one rank:
+#                                   the gated CUDA exchange, forward + backward
+#                                   (saved and stateless) vs the host reference,
+#                                   fp32 within 1e-5 and bf16 within 1.6e-2
 # and prints a PASS/FAIL summary; the exit status is non-zero if any step
 # failed (a test that skips for want of a GPU counts as a failure here).
+# Without a usable GPU it still builds everything (so the build is checked),
+# says so, and exits 77 (skip) without running the GPU steps.
 # Environment: CUDA_HOME (default /usr/local/cuda), NCCL_HOME (default: found
 # under CUDA_HOME, /usr or /usr/local), NSP_GPU_CHECK_DIR, and $OUT: when
 # set, the logs are copied there.
@@ -107,9 +117,13 @@ static nsp_status_t ag(nsp_tp_comm_t *c, const void *s, void *r, size_t b) { (vo
 static nsp_status_t barrier(nsp_tp_comm_t *c) { (void)c; return absent(); }
 const nsp_tp_ops_t nsp_tp_ucx_ops = {"ucx", NSP_MEM_HOST, w_create, w_wrap, split, destroy, a2av, sr, progress, ag, barrier};
 EOF
-CFLAGS_COMMON="-std=gnu11 -O2 -g -pthread -DHAVE_CONFIG_H -I$build -I$top/include -I$top/src -I$CUDA_HOME/include -I$nccl_inc"
+# The rendezvous authenticates with OpenSSL's libcrypto: its headers from
+# OPENSSL_INC (e.g. a carried libssl-dev include folder) or the system.
+ssl_inc=${OPENSSL_INC:+-I$OPENSSL_INC}
+CFLAGS_COMMON="-std=gnu11 -O2 -g -pthread -DHAVE_CONFIG_H -I$build -I$top/include -I$top/src -I$top/tools -I$CUDA_HOME/include -I$nccl_inc $ssl_inc"
 srcs=$(ls src/common/*.c src/planner/*.c src/attn_sp/*.c src/nested_groups/*.c src/streams/*.c \
-          src/transport/*.c src/topology/place.c src/topology/levels.c 2>/dev/null | grep -v '^src/transport/ucx.c$')
+          src/transport/*.c src/topology/place.c src/topology/levels.c 2>/dev/null | grep -v '^src/transport/ucx.c$' \
+          | grep -v 'nocuda\.c$'; echo tools/nsp_opt.c)
 rm -f "$build"/obj/*.o "$build"/obj/*.err
 compile_one() { # src
     local o; o=$build/obj/$(echo "$1" | tr '/' '_' | sed 's/\.c$/.o/')
@@ -119,24 +133,32 @@ export -f compile_one
 export cc CFLAGS_COMMON build
 printf '%s\n' $srcs "$build/ucx_absent.c" | xargs -P "$jobs" -I{} bash -c 'compile_one {}'
 echo "  compiled $(ls "$build"/obj/*.o | wc -l) C files"
+nvcc_one() { # source object flags...
+    local src=$1 obj=$2; shift 2
+    "$NVCC" -std=c++17 -O3 "$@" --compiler-options=-fPIC,-fno-exceptions,-fno-threadsafe-statics,-fno-rtti \
+        -DHAVE_CONFIG_H -I"$build" -Iinclude -Isrc -c "$src" -o "$obj"
+}
 arch_flags="-arch=native"
-if ! "$NVCC" -std=c++17 -O3 $arch_flags --compiler-options=-fPIC,-fno-exceptions,-fno-threadsafe-statics,-fno-rtti \
-        -DHAVE_CONFIG_H -I"$build" -Iinclude -Isrc -c src/attn_sp/pack_cuda_kernels.cu \
-        -o "$build/obj/pack_cuda_kernels.o" 2> "$logs/nvcc.err"; then
+if ! nvcc_one src/attn_sp/pack_cuda_kernels.cu "$build/obj/pack_cuda_kernels.o" $arch_flags 2> "$logs/nvcc.err"; then
     echo "  nvcc -arch=native failed ($(head -1 "$logs/nvcc.err")); retrying for sm_80 and sm_90"
     arch_flags="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"
-    "$NVCC" -std=c++17 -O3 $arch_flags --compiler-options=-fPIC,-fno-exceptions,-fno-threadsafe-statics,-fno-rtti \
-        -DHAVE_CONFIG_H -I"$build" -Iinclude -Isrc -c src/attn_sp/pack_cuda_kernels.cu \
-        -o "$build/obj/pack_cuda_kernels.o" 2>&1 | tee -a "$logs/nvcc.err"
+    nvcc_one src/attn_sp/pack_cuda_kernels.cu "$build/obj/pack_cuda_kernels.o" $arch_flags 2>&1 | tee -a "$logs/nvcc.err"
 fi
+nvcc_one src/attn_sp/attn_reduce_kernels.cu "$build/obj/attn_reduce_kernels.o" $arch_flags 2>&1 | tee -a "$logs/nvcc.err"
 echo "  kernels: nvcc $arch_flags"
 rm -f "$build/libnsp_gpucheck.a"
 ar rcs "$build/libnsp_gpucheck.a" "$build"/obj/*.o
 nccl_link=-lnccl
 [ -e "$nccl_lib/libnccl.so" ] || nccl_link=$nccl_lib/libnccl.so.2 # wheels ship only the .so.2
-LIBS="$build/libnsp_gpucheck.a -L$CUDA_HOME/lib64 -L$nccl_lib -Wl,-rpath,$CUDA_HOME/lib64 -Wl,-rpath,$nccl_lib $nccl_link -lcudart -lm -lpthread -ldl -lrt"
+crypto_link=-lcrypto # a machine with libcrypto.so.3 but no dev symlink: the .so.3 itself
+for l in /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib; do
+    if [ ! -e "$l/libcrypto.so" ] && [ -e "$l/libcrypto.so.3" ]; then crypto_link=$l/libcrypto.so.3; break; fi
+    [ -e "$l/libcrypto.so" ] && break
+done
+LIBS="$build/libnsp_gpucheck.a -L$CUDA_HOME/lib64 -L$nccl_lib -Wl,-rpath,$CUDA_HOME/lib64 -Wl,-rpath,$nccl_lib $nccl_link $crypto_link -lcudart -lm -lpthread -ldl -lrt"
 build_rc=0
-for t in test_pack_map test_pack_cuda test_streams_cuda test_nccl_backend; do
+for t in test_pack_map test_pack_cuda test_streams_cuda test_nccl_backend test_reduce_map \
+         test_reduce_cuda test_nattn_cuda; do
     extra=""
     case $t in test_pack_map|test_pack_cuda) extra=tests/gpu/gpu_views.c ;; esac
     if ! $cc $CFLAGS_COMMON -Itests "tests/gpu/$t.c" $extra tests/tap.c -o "$build/$t" $LIBS 2> "$logs/$t.link.err"; then
@@ -147,6 +169,24 @@ if ! $cc $CFLAGS_COMMON perf/gpu_check.c -o "$build/gpu_check" $LIBS 2> "$logs/g
     echo "  could not build perf/gpu_check:"; head -20 "$logs/gpu_check.link.err"; build_rc=1
 fi
 record "build (standalone)" $build_rc
+
+# ---------------------------------------------------------------------------
+step "device"
+# The device probe: test_streams_cuda's plan line (cudaGetDeviceCount), or
+# without it nvidia-smi.
+reason=""
+if [ -x "$build/test_streams_cuda" ]; then
+    reason=$("$build/test_streams_cuda" 2>/dev/null | grep '^1\.\.0 # SKIP' | sed 's/^1\.\.0 # SKIP //')
+elif ! nvidia-smi -L >/dev/null 2>&1; then
+    reason="nvidia-smi lists no GPU (and test_streams_cuda did not build)"
+fi
+if [ -n "$reason" ]; then
+    echo "no usable CUDA device here: $reason"
+    echo "gpu_check.sh: SKIP (built everything; nothing was run on a GPU)"
+    for r in "${results[@]}"; do echo "  $r"; done
+    [ "$build_rc" -eq 0 ] || { echo "gpu_check.sh: FAIL (the build failed)"; exit 1; }
+    exit 77
+fi
 
 # ---------------------------------------------------------------------------
 # Run one TAP program: print it, count results; a skip of the whole file is
@@ -180,19 +220,19 @@ if [ -z "${NCCL_SOCKET_IFNAME:-}" ]; then
 fi
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 
-step "1/5 tests/gpu/test_pack_map: the kernels' index maps vs pack.c, on the CPU"
+step "1/8 tests/gpu/test_pack_map: the kernels' index maps vs pack.c, on the CPU"
 run_tap test_pack_map 120 "$build/test_pack_map"
 
-step "2/5 tests/gpu/test_pack_cuda: CUDA kernels vs pack.c, bit-exact, 300 random views"
+step "2/8 tests/gpu/test_pack_cuda: CUDA kernels vs pack.c, bit-exact, 300 random views"
 run_tap test_pack_cuda 180 "$build/test_pack_cuda"
 
-step "3/5 tests/gpu/test_streams_cuda: one stream per level, completing separately"
+step "3/8 tests/gpu/test_streams_cuda: one stream per level, completing separately"
 run_tap test_streams_cuda 60 "$build/test_streams_cuda"
 
-step "4/5 tests/gpu/test_nccl_backend: one-rank NCCL world and tree, nsp_comm_from_nccl, CUDA all-to-all"
+step "4/8 tests/gpu/test_nccl_backend: one-rank NCCL world and tree, nsp_comm_from_nccl, CUDA all-to-all"
 run_tap test_nccl_backend 180 "$build/test_nccl_backend"
 
-step "5/5 perf/gpu_check: kernels on realistic shapes, bit-exact and timed"
+step "5/8 perf/gpu_check: kernels on realistic shapes, bit-exact and timed"
 perf_args=()
 [ $quick -eq 1 ] && perf_args=(--quick)
 if [ -x "$build/gpu_check" ]; then
@@ -201,5 +241,14 @@ if [ -x "$build/gpu_check" ]; then
 else
     record "perf/gpu_check" 127
 fi
+
+step "6/8 tests/gpu/test_reduce_map: the reductions' element math and nested attention's memory tables, on the CPU"
+run_tap test_reduce_map 60 "$build/test_reduce_map"
+
+step "7/8 tests/gpu/test_reduce_cuda: replica-sum and merge kernels vs their host twins"
+run_tap test_reduce_cuda 60 "$build/test_reduce_cuda"
+
+step "8/8 tests/gpu/test_nattn_cuda: nested attention on device memory (one rank) vs the host reference"
+run_tap test_nattn_cuda 120 "$build/test_nattn_cuda"
 
 finish

@@ -69,7 +69,8 @@ nsp_status_t nsp_a2a_compare_hashes(const uint64_t *hashes, int nranks, const ch
  * start the head-to-sequence of a level as soon as that level's data is
  * computed, or run levels strictly one after another. Every rank posts the
  * same gated exchanges in the same order as any other post. Errors: as
- * nsp_a2a_post(); NSP_ERR_UNSUPPORTED on the CUDA path.
+ * nsp_a2a_post(); NSP_ERR_UNSUPPORTED on the CUDA path (use
+ * nsp_a2a_create_gated and nsp_a2a_open there).
  */
 nsp_status_t nsp_a2a_post_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
                                 const nsp_a2a_params_t *params, nsp_request_t **reqs);
@@ -77,8 +78,9 @@ nsp_status_t nsp_a2a_post_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
 /**
  * nsp_a2a_create() of an exchange whose every start is gated as
  * nsp_a2a_post_gated(): level l of a start moves once nsp_a2a_open(a2a, l)
- * (or nsp_a2a_level_open() of its request) was called. Host engine only
- * (the CUDA engine: NSP_ERR_UNSUPPORTED).
+ * (or, host engine only, nsp_a2a_level_open() of its request) was called.
+ * The CUDA engine enqueues level l at open, after the work queued so far on
+ * the start's stream (nested_a2a_cuda.h).
  */
 nsp_status_t nsp_a2a_create_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
                                   const nsp_a2a_params_t *params, nsp_a2a_t **a2a);

@@ -214,7 +214,8 @@ static void *ca_alloc(ca_world_t *ca, size_t bytes, cudaStream_t s, nsp_status_t
 
 /* ---- the operation -------------------------------------------------------- */
 
-typedef struct ca_op ca_op_t;
+typedef struct ca_op     ca_op_t;
+typedef struct ca_handle ca_handle_t;
 
 typedef struct ca_level {
     nsp_request_t           req;        /* FIRST: the public request of the level */
@@ -228,6 +229,7 @@ typedef struct ca_level {
     nsp_group_t            *group;      /* the level's group (the tree decides its carrier) */
     int                     in_place;
     int                     self_first;
+    int                     open;       /* gated: the caller let this level start */
     size_t                 *sb, *sd, *rb, *rd;
     const char             *src;
     char                   *dst;
@@ -238,6 +240,11 @@ typedef struct ca_level {
 
 struct ca_op {
     ca_world_t        *ca;         /* the world's streams, pool and tables */
+    ca_handle_t       *handle;     /* gated: the handle whose open() reaches this op
+                                      (NULL once either is gone) */
+    int                gated;      /* levels are enqueued by open(), not by start */
+    int                serial;
+    void              *user_stream; /* the start's stream: open() forks from it */
     nsp_levels_t      *queues;
     nsp_tp_comm_t     *world;
     ca_entry_t        *entry;
@@ -255,6 +262,29 @@ struct ca_op {
     ca_level_t        *levels;
 };
 
+/* A CUDA exchange handle: what start needs to build one operation; the
+ * device tables of its layout are held (not evicted) until destroy. */
+struct ca_handle {
+    nsp_a2a_t           base;    /* FIRST */
+    nsp_tree_t         *tree;    /* borrowed until destroy */
+    const nsp_layout_t *layout;  /* borrowed until destroy */
+    nsp_a2a_params_t    params;  /* a copy; src, dst and stream come with each start */
+    nsp_a2a_prep_t      prep;
+    ca_world_t         *ca;
+    ca_entry_t         *entry;   /* the layout's device tables */
+    int                 gated;   /* every start waits for open() per level */
+    ca_op_t            *running; /* gated: the latest start, while its requests live */
+};
+
+/* Unlink a gated op and its handle (whichever goes first). */
+static void ca_handle_forget(ca_op_t *op)
+{
+    if (op->handle != NULL && op->handle->running == op) {
+        op->handle->running = NULL;
+    }
+    op->handle = NULL;
+}
+
 static void ca_op_destroy(ca_op_t *op)
 {
     for (int l = 0; l < op->nlevels && op->levels != NULL; ++l) {
@@ -268,6 +298,7 @@ static void ca_op_destroy(ca_op_t *op)
     if (op->entry != NULL) {
         --op->entry->live;
     }
+    ca_handle_forget(op);
     --op->ca->ops_live;
     nsp_levels_free(op->queues);
     free(op->levels);
@@ -484,62 +515,76 @@ static nsp_status_t ca_level_setup(nsp_tree_t *tree, const nsp_layout_t *layout,
               L->lv.rank0, L->lv.rank0 + d - 1, L->group->level < 0 ? "pairwise over the world"
                                                              : "tree group",
               L->lv.nseqs, nsp_a2a_sum(L->sb, d), nsp_a2a_sum(L->rb, d), L->in_place ? ", in place" : "");
-    NSP_CHECK(nsp_levels_push(op->queues, l, ca_step_exchange, L, "exchange"));
     return NSP_OK;
 }
 
-/* Enqueue every level, ascending; then each level's event step. */
-static nsp_status_t ca_enqueue(ca_op_t *op, void *user_stream, int serial)
+/* Gated posts: a level's first step waits until the caller opens it. */
+static nsp_status_t ca_step_gate(void *arg)
 {
-    for (int l = 0; l < op->nlevels; ++l) {
-        ca_level_t *L = &op->levels[l];
-        NSP_CHECK(nsp_cuda_streams_fork(op->ca->streams, l, user_stream));
-        if (serial && l > 0) {
-            /* Level l starts when level l-1 ran (measures what pipelining buys). */
-            NSP_CHECK(nsp_cuda_streams_fork(op->ca->streams, l, op->levels[l - 1].stream));
+    return ((ca_level_t *)arg)->open ? NSP_OK : NSP_INPROGRESS;
+}
+
+/* The steps of level l: [opened] -> [exchange done] (l > 0) -> [event fired]. */
+static nsp_status_t ca_level_steps(ca_op_t *op, int l)
+{
+    ca_level_t *L = &op->levels[l];
+
+    if (op->gated) {
+        NSP_CHECK(nsp_levels_push(op->queues, l, ca_step_gate, L, "wait to be opened"));
+    }
+    if (l > 0) {
+        NSP_CHECK(nsp_levels_push(op->queues, l, ca_step_exchange, L, "exchange"));
+    }
+    return nsp_levels_push(op->queues, l, ca_step_event, L, "device work of the level");
+}
+
+/*
+ * Enqueue all of level l on its stream: it waits for `producer` (where the
+ * source was written), in serial mode also for level l-1's stream; then the
+ * level-0 copy or the pack, exchange and unpack; then its done event.
+ */
+static nsp_status_t ca_enqueue_level_all(ca_op_t *op, int l, void *producer)
+{
+    ca_level_t *L = &op->levels[l];
+
+    NSP_CHECK(nsp_cuda_streams_fork(op->ca->streams, l, producer));
+    if (op->serial && l > 0) {
+        /* Level l starts when level l-1 ran (measures what pipelining buys). */
+        NSP_CHECK(nsp_cuda_streams_fork(op->ca->streams, l, op->levels[l - 1].stream));
+    }
+    if (l == 0) {
+        size_t bytes = (size_t)L->lv.local_tokens * (size_t)op->heads * op->row_bytes;
+        if (bytes > 0) {
+            /* Level 0 sits at offset 0 of both buffers. */
+            NSP_CUDA_CHECK(cudaMemcpyAsync(op->dst, op->src, bytes, cudaMemcpyDeviceToDevice,
+                                           L->stream),
+                           CA_WHAT);
         }
-        if (l == 0) {
-            size_t bytes = (size_t)L->lv.local_tokens * (size_t)op->heads * op->row_bytes;
-            if (bytes > 0) {
-                /* Level 0 sits at offset 0 of both buffers. */
-                NSP_CUDA_CHECK(cudaMemcpyAsync(op->dst, op->src, bytes, cudaMemcpyDeviceToDevice,
-                                               L->stream),
-                               CA_WHAT);
-            }
-        } else {
-            NSP_CHECK(ca_enqueue_level(L));
-        }
-        NSP_CUDA_CHECK(cudaEventRecord(L->done, L->stream), CA_WHAT);
-        NSP_CHECK(nsp_levels_push(op->queues, l, ca_step_event, L, "device work of the level"));
+    } else {
+        NSP_CHECK(ca_enqueue_level(L));
+    }
+    NSP_CUDA_CHECK(cudaEventRecord(L->done, L->stream), CA_WHAT);
+    return NSP_OK;
+}
+
+/* Enqueue every level, ascending (gated starts: none, open() does). */
+static nsp_status_t ca_enqueue(ca_op_t *op, void *user_stream)
+{
+    for (int l = 0; l < op->nlevels && !op->gated; ++l) {
+        NSP_CHECK(ca_enqueue_level_all(op, l, user_stream));
     }
     return NSP_OK;
 }
 
 /* ---- the engine ------------------------------------------------------------ */
 
-/* A CUDA exchange handle: what start needs to build one operation; the
- * device tables of its layout are held (not evicted) until destroy. */
-typedef struct ca_handle {
-    nsp_a2a_t           base;    /* FIRST */
-    nsp_tree_t         *tree;    /* borrowed until destroy */
-    const nsp_layout_t *layout;  /* borrowed until destroy */
-    nsp_a2a_params_t    params;  /* a copy; src, dst and stream come with each start */
-    nsp_a2a_prep_t      prep;
-    ca_world_t         *ca;
-    ca_entry_t         *entry;   /* the layout's device tables */
-} ca_handle_t;
 
 static nsp_status_t ca_create(nsp_tree_t *tree, const nsp_layout_t *layout,
                               const nsp_a2a_params_t *params, int gated, nsp_a2a_t **a2a)
 {
-    ca_handle_t *h;
+    ca_handle_t *h = calloc(1, sizeof(*h));
     nsp_status_t status;
 
-    if (gated) {
-        return nsp_error(NSP_ERR_UNSUPPORTED, "gated nested all-to-all: the CUDA path has no "
-                         "gated levels yet; use the UCX backend with host buffers");
-    }
-    h = calloc(1, sizeof(*h));
     if (h == NULL) {
         return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate", CA_WHAT);
     }
@@ -562,6 +607,7 @@ static nsp_status_t ca_create(nsp_tree_t *tree, const nsp_layout_t *layout,
     h->tree         = tree;
     h->layout       = layout;
     h->params       = *params;
+    h->gated        = gated;
     *a2a            = &h->base;
     return NSP_OK;
 
@@ -574,10 +620,65 @@ static nsp_status_t ca_destroy(nsp_a2a_t *a2a)
 {
     ca_handle_t *h = (ca_handle_t *)a2a;
 
+    if (h->running != NULL) {
+        h->running->handle = NULL; /* it runs on; open() can no longer reach it */
+    }
     --h->entry->live;
     --h->ca->ops_live;
     free(h);
     return NSP_OK;
+}
+
+/* A new operation of handle h with its levels set up and their steps
+ * queued (nothing enqueued on the GPU yet). */
+static nsp_status_t ca_op_new(ca_handle_t *h, const void *src, void *dst, void *user_stream,
+                              ca_op_t **out)
+{
+    const nsp_a2a_params_t *params  = &h->params;
+    int                     nlevels = h->prep.info.nlevels;
+    ca_op_t                *op      = calloc(1, sizeof(*op));
+    nsp_status_t            status;
+
+    if (op == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate", CA_WHAT);
+    }
+    ++h->ca->ops_live;
+    op->ca          = h->ca;
+    op->world       = nsp_comm_tp(h->prep.world);
+    op->nlevels     = nlevels;
+    op->dir         = params->direction;
+    op->heads       = params->heads;
+    op->row_bytes   = (size_t)params->head_dim * params->elem_size;
+    op->replicas    = h->prep.replicas;
+    op->post_seq    = nsp_comm_seq(h->prep.world);
+    op->src         = src;
+    op->dst         = dst;
+    op->gated       = h->gated;
+    op->serial      = h->prep.serial;
+    op->user_stream = user_stream;
+    op->entry       = h->entry;
+    ++op->entry->live;
+    op->levels = calloc((size_t)nlevels, sizeof(*op->levels));
+    if (op->levels == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate %d levels", CA_WHAT,
+                           nlevels);
+        goto err_destroy_op;
+    }
+    /* steps of a level: [opened,] [exchange,] [event] */
+    NSP_CHECK_GOTO(nsp_levels_create(nlevels, 2 + op->gated,
+                                     op->serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
+                                     &op->queues),
+                   status, err_destroy_op);
+    for (int l = 0; l < nlevels; ++l) {
+        NSP_CHECK_GOTO(ca_level_setup(h->tree, h->layout, op, l), status, err_destroy_op);
+        NSP_CHECK_GOTO(ca_level_steps(op, l), status, err_destroy_op);
+    }
+    *out = op;
+    return NSP_OK;
+
+err_destroy_op:
+    ca_op_destroy(op);
+    return status;
 }
 
 /* One operation of handle h (freed with its last request, apart from h). */
@@ -585,48 +686,30 @@ static nsp_status_t ca_start(nsp_a2a_t *a2a, const void *src, void *dst, void *u
                              nsp_request_t **reqs)
 {
     ca_handle_t *h = (ca_handle_t *)a2a;
-    const nsp_a2a_params_t *params = &h->params;
-    ca_op_t     *op;
-    int          nlevels = h->prep.info.nlevels;
+    ca_op_t     *op = NULL;
     nsp_status_t status;
 
+    if (h->gated && a2a->oneshot) {
+        /* nsp_a2a_level_open() takes host level requests only */
+        return nsp_error(NSP_ERR_UNSUPPORTED, "%s: nsp_a2a_post_gated on device memory: use "
+                         "nsp_a2a_create_gated(), nsp_a2a_start() and nsp_a2a_open()",
+                         CA_WHAT);
+    }
     NSP_CHECK(nsp_a2a_check_bufs(&h->prep, src, dst, CA_WHAT));
     NSP_CHECK(ca_setup(h->ca));
-    op = calloc(1, sizeof(*op));
-    if (op == NULL) {
-        return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate", CA_WHAT);
-    }
-    ++h->ca->ops_live;
-    op->ca        = h->ca;
-    op->world     = nsp_comm_tp(h->prep.world);
-    op->nlevels   = nlevels;
-    op->dir       = params->direction;
-    op->heads     = params->heads;
-    op->row_bytes = (size_t)params->head_dim * params->elem_size;
-    op->replicas  = h->prep.replicas;
-    op->post_seq  = nsp_comm_seq(h->prep.world);
-    op->src       = src;
-    op->dst       = dst;
-    op->entry     = h->entry;
-    ++op->entry->live;
-    op->levels    = calloc((size_t)nlevels, sizeof(*op->levels));
-    if (op->levels == NULL) {
-        status = nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate %d levels", CA_WHAT,
-                           nlevels);
-        goto err_destroy_op;
-    }
-    NSP_CHECK_GOTO(nsp_levels_create(nlevels, 2,
-                                     h->prep.serial ? NSP_LEVELS_SERIAL : NSP_LEVELS_PIPELINED,
-                                     &op->queues),
-                   status, err_destroy_op);
-    for (int l = 0; l < nlevels; ++l) {
-        NSP_CHECK_GOTO(ca_level_setup(h->tree, h->layout, op, l), status, err_destroy_op);
-    }
-    NSP_CHECK_GOTO(ca_enqueue(op, user_stream, h->prep.serial), status, err_destroy_op);
+    NSP_CHECK(ca_op_new(h, src, dst, user_stream, &op));
+    NSP_CHECK_GOTO(ca_enqueue(op, user_stream), status, err_destroy_op);
     nsp_comm_seq_next(h->prep.world);
-    op->live = nlevels;
-    for (int l = 0; l < nlevels; ++l) {
+    op->live = op->nlevels;
+    for (int l = 0; l < op->nlevels; ++l) {
         reqs[l] = &op->levels[l].req;
+    }
+    if (h->gated) {
+        if (h->running != NULL) {
+            ca_handle_forget(h->running); /* open() reaches the latest start only */
+        }
+        op->handle = h;
+        h->running = op;
     }
     if (a2a->oneshot) {
         ca_destroy(a2a); /* the operation holds what it needs */
@@ -638,10 +721,32 @@ err_destroy_op:
     return status;
 }
 
+/*
+ * Open level `level` of the running start of a gated handle: the level's
+ * stream waits for the work queued so far on the start's stream (the
+ * caller's kernels that wrote the level's source: the condition the sends
+ * wait for, on the GPU), then the level's pack, exchange and unpack are
+ * enqueued and its steps may complete. Opening twice is a no-op.
+ */
 static nsp_status_t ca_open(nsp_a2a_t *a2a, int level)
 {
-    return nsp_error(NSP_ERR_UNSUPPORTED, "%s: no gated levels (level %d of %d)", CA_WHAT,
-                     level, a2a->nlevels);
+    ca_handle_t *h  = (ca_handle_t *)a2a;
+    ca_op_t     *op = h->running;
+    ca_level_t  *L;
+
+    if (!h->gated || op == NULL || level < 0 || level >= op->nlevels) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: cannot open level %d (%d levels, %s)",
+                         CA_WHAT, level, a2a->nlevels,
+                         !h->gated ? "not a gated handle"
+                                   : op == NULL ? "no start running" : "out of range");
+    }
+    L = &op->levels[level];
+    if (L->open) {
+        return NSP_OK;
+    }
+    NSP_CHECK(ca_enqueue_level_all(op, level, op->user_stream));
+    L->open = 1;
+    return nsp_levels_progress(op->queues, NULL);
 }
 
 const nsp_a2a_engine_t nsp_a2a_engine_cuda = {

@@ -24,6 +24,16 @@
  * [event fired]). Errors of NCCL (a peer gone), timeouts and count
  * mismatches come from the transport's requests.
  *
+ * Gated handles (nsp_a2a_create_gated): start sets every level up and
+ * queues its steps [opened] -> [exchange] -> [event] but enqueues nothing;
+ * nsp_a2a_open(a2a, l) makes level l's stream wait for the work queued so
+ * far on the start's stream (an event on the GPU: the caller's kernels
+ * that wrote the level's source), then enqueues the level as above. The
+ * condition the sends wait for is thus on the GPU, the order of the NCCL
+ * calls is the order of the opens (the same on every rank). One-shot gated
+ * posts (nsp_a2a_post_gated) are refused: nsp_a2a_level_open() takes host
+ * requests only.
+ *
  * Device tables of a layout's levels (pack_map.h) are uploaded at create
  * and held by the handle; the world keeps them (key: plan hash and rank)
  * for the next handles of the same layout, with the level streams and the

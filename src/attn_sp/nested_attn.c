@@ -7,6 +7,7 @@
 
 #include "attn_sp/nested_attn.h"
 
+#include "attn_sp/attn_mem.h"
 #include "attn_sp/attn_ref.h"
 #include "attn_sp/attn_reduce.h"
 #include "attn_sp/layout.h"
@@ -59,6 +60,8 @@ enum { X_Q, X_K, X_V, X_O, X_LSE, X_DO, X_O_BACK, X_LSE_BACK, X_DQ_BACK, X_DK_BA
 #define NATTN_MAX_XFERS 9 /* most exchanges of one call (a stateless backward) */
 
 struct nsp_nested_attn {
+    const nsp_attn_mem_t    *mem;       /* of the world's memory type (attn_mem.h) */
+    void                    *stream;    /* the caller's (nsp_nested_attn_set_stream) */
     nsp_tree_t              *tree;
     nsp_comm_t              *world;
     const nsp_layout_t      *layout;
@@ -83,6 +86,7 @@ struct nsp_nested_attn {
 
 struct nsp_nested_attn_saved {
     const nsp_nested_attn_t *owner;
+    const nsp_attn_mem_t    *mem;
     uint64_t                 hash;
     void                    *q, *k, *v, *o;
     float                   *lse;
@@ -250,6 +254,7 @@ static nsp_status_t level_setup(nsp_nested_attn_t *a, int l)
     NSP_CHECK(nsp_layout_heads(a->layout, l, a->attn.q_heads, &L->hq));
     NSP_CHECK(nsp_layout_heads(a->layout, l, a->attn.kv_heads, &L->hkv));
     a->kv_replicated |= L->hkv.replicas > 1;
+    NSP_CHECK(a->mem->check_level(l, &L->lv));
     NSP_CHECK(level_setup_seqs(a, L));
     NSP_CHECK(level_setup_bytes(a, l, L));
     if (L->lv.ring > 1) {
@@ -319,6 +324,23 @@ static uint64_t static_hash(const nsp_nested_attn_t *a)
     return nsp_fnv1a(a->info.plan_hash, v, sizeof(v));
 }
 
+/* The memory ops, by the memory type of the world's transport. */
+static const nsp_attn_mem_t *const attn_mems[] = {
+    [NSP_MEM_HOST] = &nsp_attn_mem_host,
+    [NSP_MEM_CUDA] = &nsp_attn_mem_cuda,
+};
+
+static nsp_status_t attn_mem_of(const nsp_tp_ops_t *ops, const nsp_attn_mem_t **mem)
+{
+    if ((size_t)ops->mem_type >= sizeof(attn_mems) / sizeof(attn_mems[0]) ||
+        attn_mems[ops->mem_type] == NULL) {
+        return nsp_error(NSP_ERR_UNSUPPORTED, "nested attention: no memory ops for the memory "
+                         "type %d of the '%s' backend", (int)ops->mem_type, ops->name);
+    }
+    *mem = attn_mems[ops->mem_type];
+    return NSP_OK;
+}
+
 static nsp_status_t check_world(nsp_nested_attn_t *a)
 {
     int rank, size;
@@ -330,12 +352,7 @@ static nsp_status_t check_world(nsp_nested_attn_t *a)
                          "%d, but this is rank %d of a world of %d", a->info.rank,
                          a->info.ranks, rank, size);
     }
-    if (nsp_comm_tp(a->world)->ops->mem_type != NSP_MEM_HOST) {
-        return nsp_error(NSP_ERR_UNSUPPORTED, "nested attention: the '%s' backend moves "
-                         "device memory; this driver merges ring partials and packs on the "
-                         "host: use the UCX backend with host buffers",
-                         nsp_comm_tp(a->world)->ops->name);
-    }
+    NSP_CHECK(attn_mem_of(nsp_comm_tp(a->world)->ops, &a->mem));
     if (a->info.nlevels > NATTN_MAX_LEVELS) {
         return nsp_error(NSP_ERR_UNSUPPORTED, "nested attention: the layout has %d levels, "
                          "more than %d", a->info.nlevels, NATTN_MAX_LEVELS);
@@ -348,6 +365,7 @@ static nsp_status_t create_local(nsp_nested_attn_t *a, const nsp_nested_attn_par
 {
     NSP_CHECK(read_params(a, params));
     NSP_CHECK(check_world(a));
+    NSP_CHECK(a->mem->check_kernel(!(params->field_mask & NSP_NESTED_ATTN_FIELD_KERNEL)));
     NSP_CHECK(nsp_layout_head_rows(a->layout, a->attn.q_heads, &a->rows_q));
     NSP_CHECK(nsp_layout_head_rows(a->layout, a->attn.kv_heads, &a->rows_kv));
     a->levels = calloc((size_t)a->info.nlevels, sizeof(*a->levels));
@@ -502,10 +520,20 @@ nsp_status_t nsp_nested_attn_destroy(nsp_nested_attn_t *a)
     for (int x = 0; x < X_COUNT; ++x) {
         nsp_a2a_destroy(a->xh[x]); /* no request is held between calls */
     }
-    for (int b = 0; b < B_COUNT; ++b) {
-        free(a->buf[b]);
+    for (int b = 0; b < B_COUNT && a->mem != NULL; ++b) {
+        a->mem->release(a->buf[b]);
     }
     free(a);
+    return NSP_OK;
+}
+
+nsp_status_t nsp_nested_attn_set_stream(nsp_nested_attn_t *a, void *stream)
+{
+    if (a == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_nested_attn_set_stream: attn is NULL");
+    }
+    NSP_CHECK(a->mem->check_stream(stream));
+    a->stream = stream;
     return NSP_OK;
 }
 
@@ -514,26 +542,18 @@ void nsp_nested_attn_saved_free(nsp_nested_attn_saved_t *s)
     if (s == NULL) {
         return;
     }
-    free(s->q);
-    free(s->k);
-    free(s->v);
-    free(s->o);
-    free(s->lse);
+    s->mem->release(s->q);
+    s->mem->release(s->k);
+    s->mem->release(s->v);
+    s->mem->release(s->o);
+    s->mem->release(s->lse);
     free(s);
 }
 
 /* A head-sharded buffer of at least `bytes`, kept in the attn. */
 static nsp_status_t attn_buffer(nsp_nested_attn_t *a, int b, size_t bytes, void **ptr)
 {
-    if (a->buf[b] == NULL || a->cap[b] < bytes) {
-        void *p = realloc(a->buf[b], bytes > 0 ? bytes : 1);
-        if (p == NULL) {
-            return nsp_error(NSP_ERR_NO_MEMORY, "nested attention: cannot allocate %zu bytes "
-                             "of head-sharded buffers", bytes);
-        }
-        a->buf[b] = p;
-        a->cap[b] = bytes > 0 ? bytes : 1;
-    }
+    NSP_CHECK(a->mem->buffer(&a->buf[b], &a->cap[b], bytes));
     *ptr = a->buf[b];
     return NSP_OK;
 }
@@ -543,6 +563,7 @@ static nsp_status_t attn_buffer(nsp_nested_attn_t *a, int b, size_t bytes, void 
 /* One posted nested all-to-all (one tensor). */
 typedef struct nattn_xfer {
     int            posted;
+    nsp_a2a_t     *a2a;     /* its handle (opens gated levels) */
     nsp_request_t *req[NATTN_MAX_LEVELS];
     char           opened[NATTN_MAX_LEVELS];
     char           done[NATTN_MAX_LEVELS];
@@ -573,8 +594,9 @@ static nsp_status_t xfer_post(nattn_call_t *c, const xfer_io_t *xo, nattn_xfer_t
     nattn_xfer_t *x = &c->x[c->nx];
 
     memset(x, 0, sizeof(*x));
-    NSP_CHECK(nsp_a2a_start(c->a->xh[xo->x], xo->src, xo->dst, NULL, x->req));
+    NSP_CHECK(nsp_a2a_start(c->a->xh[xo->x], xo->src, xo->dst, c->a->stream, x->req));
     x->posted = 1;
+    x->a2a    = c->a->xh[xo->x];
     memset(x->opened, !xfer_shape(c->a, xo->x).gated, sizeof(x->opened));
     c->nx++;
     *out = x;
@@ -603,7 +625,7 @@ static nsp_status_t xfer_open(nattn_xfer_t *x, int l)
         return NSP_OK;
     }
     x->opened[l] = 1;
-    return nsp_a2a_level_open(x->req[l]);
+    return nsp_a2a_open(x->a2a, l);
 }
 
 /* Test level l of x if it was opened and is not done; free it when done. */
@@ -766,7 +788,7 @@ static nsp_attn_batch_t level_proto(const nsp_nested_attn_t *a, const nattn_leve
     b.q_head0         = L->hq.first_head;
     b.kv_head0        = L->hkv.first_head;
     b.level           = l;
-    b.stream          = NULL;
+    b.stream          = a->stream;
     return b;
 }
 
@@ -984,6 +1006,7 @@ static nsp_status_t make_saved(nsp_nested_attn_t *a, nsp_nested_attn_saved_t **s
         return nsp_error(NSP_ERR_NO_MEMORY, "nested attention: cannot allocate saved state");
     }
     s->owner = a;
+    s->mem   = a->mem;
     s->hash  = a->hash;
     s->q     = a->buf[B_Q];
     s->k     = a->buf[B_K];
@@ -1066,7 +1089,7 @@ static nsp_status_t check_bwd(const nsp_nested_attn_t *a, const nsp_nested_attn_
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_nested_attn_bwd: the kernel has no "
                          "backward callback");
     }
-    return NSP_OK;
+    return a->dkv_f32 ? a->mem->check_widen_dkv() : NSP_OK;
 }
 
 /* With dkv_f32: the float32 copies of dK/dV, head-sharded (the level's

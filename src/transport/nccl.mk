@@ -30,19 +30,23 @@ EXTRA_DIST += scripts/nvcc-wrapper
 if NSP_COMM
 # Pure index maps of the kernels: built everywhere, so their tests run on
 # any machine.
-libnspcomm_la_SOURCES += src/attn_sp/pack_map.c
+libnspcomm_la_SOURCES += src/attn_sp/pack_map.c src/attn_sp/attn_reduce_emul.c
 # nsp_comm_from_nccl(): the real one with NCCL, a "how to build it" error
 # without.
 libnspcomm_la_SOURCES += src/transport/nccl_comm.c
 noinst_HEADERS += \
 	src/attn_sp/pack_map.h \
+	src/attn_sp/attn_mem.h \
+	src/attn_sp/attn_reduce_map.h \
+	src/attn_sp/attn_reduce_cuda.h \
+	src/attn_sp/attn_reduce_kernels.h \
 	src/attn_sp/pack_cuda.h \
 	src/attn_sp/pack_cuda_kernels.h \
 	src/attn_sp/nested_a2a_cuda.h \
 	src/streams/cuda_util.h \
 	src/streams/streams_cuda.h \
 	src/transport/nccl.h
-EXTRA_DIST += src/attn_sp/pack_cuda_kernels.cu
+EXTRA_DIST += src/attn_sp/pack_cuda_kernels.cu src/attn_sp/attn_reduce_kernels.cu
 
 if NSP_CUDA
 libnspcomm_la_SOURCES += \
@@ -50,14 +54,19 @@ libnspcomm_la_SOURCES += \
 	src/streams/streams_cuda.c \
 	src/attn_sp/pack_cuda.c \
 	src/attn_sp/pack_cuda_kernels.cu \
-	src/attn_sp/nested_a2a_cuda.c
+	src/attn_sp/nested_a2a_cuda.c \
+	src/attn_sp/attn_mem_cuda.c \
+	src/attn_sp/attn_reduce_kernels.cu \
+	src/attn_sp/attn_reduce_cuda.c
 else
-libnspcomm_la_SOURCES += src/attn_sp/nested_a2a_nocuda.c
+libnspcomm_la_SOURCES += src/attn_sp/nested_a2a_nocuda.c src/attn_sp/attn_mem_nocuda.c
 endif
 if NSP_CUDA
 # No dependency tracking for .cu: name the headers the kernels include.
 src/attn_sp/pack_cuda_kernels.lo: $(srcdir)/src/attn_sp/pack_map.h \
 	$(srcdir)/src/attn_sp/pack_cuda_kernels.h
+src/attn_sp/attn_reduce_kernels.lo: $(srcdir)/src/attn_sp/attn_reduce_map.h \
+	$(srcdir)/src/attn_sp/attn_reduce_kernels.h
 endif
 
 if NSP_NCCL

@@ -10,6 +10,11 @@ TESTS += tests/gpu/test_pack_map tests/gpu/test_nccl_backend
 tests_gpu_test_pack_map_SOURCES = tests/gpu/test_pack_map.c tests/gpu/gpu_views.c \
 	tests/gpu/gpu_views.h
 tests_gpu_test_pack_map_LDADD = $(GPU_TEST_LIBS)
+# The device reductions' element math and the memory tables, on the CPU.
+check_PROGRAMS += tests/gpu/test_reduce_map
+TESTS += tests/gpu/test_reduce_map
+tests_gpu_test_reduce_map_SOURCES = tests/gpu/test_reduce_map.c
+tests_gpu_test_reduce_map_LDADD = $(GPU_TEST_LIBS) -lm
 tests_gpu_test_nccl_backend_SOURCES = tests/gpu/test_nccl_backend.c
 tests_gpu_test_nccl_backend_CPPFLAGS = $(AM_CPPFLAGS)
 tests_gpu_test_nccl_backend_LDADD = $(GPU_TEST_LIBS)
@@ -23,6 +28,16 @@ tests_gpu_test_pack_cuda_SOURCES = tests/gpu/test_pack_cuda.c tests/gpu/gpu_view
 	tests/gpu/gpu_views.h
 tests_gpu_test_pack_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_gpu_test_pack_cuda_LDADD = $(GPU_TEST_LIBS) $(CUDA_LIBS)
+# Nested attention on device memory, one rank (GPU), and the reduction
+# kernels against their host twins (GPU).
+check_PROGRAMS += tests/gpu/test_nattn_cuda tests/gpu/test_reduce_cuda
+TESTS += tests/gpu/test_nattn_cuda tests/gpu/test_reduce_cuda
+tests_gpu_test_nattn_cuda_SOURCES = tests/gpu/test_nattn_cuda.c
+tests_gpu_test_nattn_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_gpu_test_nattn_cuda_LDADD = $(GPU_TEST_LIBS) $(CUDA_LIBS) -lm
+tests_gpu_test_reduce_cuda_SOURCES = tests/gpu/test_reduce_cuda.c
+tests_gpu_test_reduce_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_gpu_test_reduce_cuda_LDADD = $(GPU_TEST_LIBS) $(CUDA_LIBS) -lm
 tests_gpu_test_streams_cuda_SOURCES = tests/gpu/test_streams_cuda.c
 tests_gpu_test_streams_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_gpu_test_streams_cuda_LDADD = $(GPU_TEST_LIBS) $(CUDA_LIBS)

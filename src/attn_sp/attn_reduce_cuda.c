@@ -1,0 +1,33 @@
+/*
+ * Nested attention's reductions on the device (attn_reduce_cuda.h): the
+ * shared argument checks, then the kernel launch.
+ */
+#include "config.h"
+
+#include "attn_sp/attn_reduce_cuda.h"
+
+#include "attn_sp/attn_reduce_kernels.h"
+#include "common/log.h"
+#include "streams/cuda_util.h"
+
+nsp_status_t nsp_cuda_sum_replicas(int dtype, int64_t rows, int64_t row_elems, void *dst,
+                                   int64_t dst_stride, const void *src, int64_t src_stride,
+                                   int nrep, int64_t rep_stride, void *stream)
+{
+    nsp_rd_sum_args_t a;
+
+    NSP_CHECK(nsp_rd_sum_args(dtype, rows, row_elems, dst, dst_stride, src, src_stride, nrep,
+                              rep_stride, &a));
+    NSP_CUDA_CHECK(nsp_rd_launch_sum(&a, (cudaStream_t)stream), "replica sum (cuda)");
+    return NSP_OK;
+}
+
+nsp_status_t nsp_cuda_attn_merge(int dtype, int64_t rows, int head_dim, float *o, float *lse,
+                                 const void *o2, const float *lse2, void *stream)
+{
+    nsp_rd_merge_args_t a;
+
+    NSP_CHECK(nsp_rd_merge_args(dtype, rows, head_dim, o, lse, o2, lse2, &a));
+    NSP_CUDA_CHECK(nsp_rd_launch_merge(&a, (cudaStream_t)stream), "partial merge (cuda)");
+    return NSP_OK;
+}

@@ -1,0 +1,34 @@
+/*
+ * Nested attention's reductions on the device (CUDA builds): the twins of
+ * the host functions of attn_reduce_map.h (nsp_rd_sum_replicas_host,
+ * nsp_rd_merge_host), with the same arguments plus a stream; buffers are
+ * device memory of the current device. Enqueued on `stream` (a
+ * cudaStream_t; NULL = the legacy default stream); nothing waits.
+ *
+ * What uses them: nothing in the driver yet. The float32 replica sum of
+ * dK/dV runs inside the CUDA all-to-all's unpack (pack_cuda.h); 16-bit
+ * sums need an exchange mode the host engine does not have yet, and ring
+ * levels on device memory are refused (attn_mem_cuda.c). These are the
+ * kernels those paths call once they exist; perf/gpu_check checks them
+ * against the host twins on a GPU.
+ */
+#ifndef NSP_ATTN_SP_ATTN_REDUCE_CUDA_H_
+#define NSP_ATTN_SP_ATTN_REDUCE_CUDA_H_
+
+#include "nspcomm.h"
+
+#include <stdint.h>
+
+/** dst[r, e] = sum_k src[k * rep_stride + r * src_stride + e], float32
+ *  accumulation, one rounding. Errors: NSP_ERR_INVALID_ARG, NSP_ERR_BACKEND
+ *  (the launch failed: CUDA's message). */
+nsp_status_t nsp_cuda_sum_replicas(int dtype, int64_t rows, int64_t row_elems, void *dst,
+                                   int64_t dst_stride, const void *src, int64_t src_stride,
+                                   int nrep, int64_t rep_stride, void *stream);
+
+/** Merge the partial (o2 of dtype, lse2) into (o, lse), float32, as
+ *  nsp_attn_merge(). Errors: as nsp_cuda_sum_replicas(). */
+nsp_status_t nsp_cuda_attn_merge(int dtype, int64_t rows, int head_dim, float *o, float *lse,
+                                 const void *o2, const float *lse2, void *stream);
+
+#endif /* NSP_ATTN_SP_ATTN_REDUCE_CUDA_H_ */

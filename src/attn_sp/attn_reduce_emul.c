@@ -1,0 +1,88 @@
+/*
+ * Host twins of the device reductions (attn_reduce_map.h): the argument
+ * checks both sides share, and the units run in order on the CPU.
+ */
+#include "config.h"
+
+#include "attn_sp/attn_reduce_map.h"
+#include "common/log.h"
+
+static nsp_status_t rd_check_dtype(int dtype, const char *what)
+{
+    if (dtype != NSP_RD_FP32 && dtype != NSP_RD_BF16 && dtype != NSP_RD_FP16) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: dtype %d is not NSP_ATTN_FP32, BF16 or "
+                         "FP16", what, dtype);
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_rd_sum_args(int dtype, int64_t rows, int64_t row_elems, void *dst,
+                             int64_t dst_stride, const void *src, int64_t src_stride, int nrep,
+                             int64_t rep_stride, nsp_rd_sum_args_t *a)
+{
+    NSP_CHECK(rd_check_dtype(dtype, "replica sum"));
+    if (rows < 0 || row_elems < 0 || nrep < 1 ||
+        (rows > 0 && row_elems > 0 && (dst == NULL || src == NULL))) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "replica sum: rows %lld, row_elems %lld, nrep "
+                         "%d: need counts >= 0, nrep >= 1 and non-NULL dst, src",
+                         (long long)rows, (long long)row_elems, nrep);
+    }
+    a->dtype      = dtype;
+    a->nrep       = nrep;
+    a->rows       = rows;
+    a->row_elems  = row_elems;
+    a->src_stride = src_stride;
+    a->rep_stride = rep_stride;
+    a->dst_stride = dst_stride;
+    a->src        = src;
+    a->dst        = dst;
+    return NSP_OK;
+}
+
+nsp_status_t nsp_rd_merge_args(int dtype, int64_t rows, int head_dim, float *o, float *lse,
+                               const void *o2, const float *lse2, nsp_rd_merge_args_t *a)
+{
+    NSP_CHECK(rd_check_dtype(dtype, "partial merge"));
+    if (rows < 0 || head_dim < 1 ||
+        (rows > 0 && (o == NULL || lse == NULL || o2 == NULL || lse2 == NULL))) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "partial merge: rows %lld, head_dim %d: need "
+                         "rows >= 0, head_dim >= 1 and non-NULL o, lse, o2, lse2",
+                         (long long)rows, head_dim);
+    }
+    a->dtype    = dtype;
+    a->head_dim = head_dim;
+    a->rows     = rows;
+    a->o        = o;
+    a->lse      = lse;
+    a->o2       = o2;
+    a->lse2     = lse2;
+    return NSP_OK;
+}
+
+nsp_status_t nsp_rd_sum_replicas_host(int dtype, int64_t rows, int64_t row_elems, void *dst,
+                                      int64_t dst_stride, const void *src, int64_t src_stride,
+                                      int nrep, int64_t rep_stride)
+{
+    nsp_rd_sum_args_t a;
+    uint64_t          n;
+
+    NSP_CHECK(nsp_rd_sum_args(dtype, rows, row_elems, dst, dst_stride, src, src_stride, nrep,
+                              rep_stride, &a));
+    n = nsp_rd_sum_units(&a);
+    for (uint64_t u = 0; u < n; ++u) {
+        nsp_rd_sum_unit(&a, u);
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_rd_merge_host(int dtype, int64_t rows, int head_dim, float *o, float *lse,
+                               const void *o2, const float *lse2)
+{
+    nsp_rd_merge_args_t a;
+
+    NSP_CHECK(nsp_rd_merge_args(dtype, rows, head_dim, o, lse, o2, lse2, &a));
+    for (int64_t r = 0; r < rows; ++r) {
+        nsp_rd_merge_row(&a, r);
+    }
+    return NSP_OK;
+}

@@ -1,0 +1,225 @@
+/*
+ * On the CPU (no GPU needed): the element math the device reductions run
+ * (attn_reduce_map.h) and the memory ops of nested attention (attn_mem.h).
+ *   - bf16 and fp16 conversions: every 16-bit value round-trips; float ->
+ *     16 bits is the nearest value, ties to even (checked against the
+ *     neighbours, independently of the conversion's own bit tricks)
+ *   - the replica sum against a sum computed here in double
+ *   - the partial merge against the host nsp_attn_merge(), bit for bit
+ *   - the memory tables: device entries refuse what the device path
+ *     cannot do (ring levels, the host reference kernel), the host entry
+ *     refuses a stream, host buffers grow
+ */
+#include "attn_sp/attn_mem.h"
+#include "attn_sp/attn_reduce_map.h"
+#include "common/log.h"
+
+#include "../tap.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static double urand(void) /* [0, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static float to16(int dtype, float v)
+{
+    return dtype == NSP_RD_BF16 ? nsp_rd_bf16_to_float(nsp_rd_float_to_bf16(v))
+                                : nsp_rd_half_to_float(nsp_rd_float_to_half(v));
+}
+
+static void test_round_trips(void)
+{
+    int bad_bf = 0, bad_h = 0;
+
+    for (uint32_t b = 0; b < 65536; ++b) {
+        float f = nsp_rd_bf16_to_float((uint16_t)b);
+        float h = nsp_rd_half_to_float((uint16_t)b);
+        if (!isnan(f) && nsp_rd_float_to_bf16(f) != b) {
+            ++bad_bf;
+        }
+        if (!isnan(h) && nsp_rd_float_to_half(h) != b) {
+            ++bad_h;
+        }
+        if (isnan(f) != isnan(nsp_rd_bf16_to_float(nsp_rd_float_to_bf16(f)))) {
+            ++bad_bf;
+        }
+    }
+    tap_is_int(bad_bf, 0, "bf16: all 65536 values round-trip through float");
+    tap_is_int(bad_h, 0, "fp16: all 65536 values round-trip through float");
+    tap_ok(nsp_rd_half_to_float(0x3c00) == 1.0f && nsp_rd_half_to_float(0x7bff) == 65504.0f &&
+               nsp_rd_half_to_float(0x0001) == ldexpf(1.0f, -24),
+           "fp16: 1, the largest finite and the smallest subnormal decode exactly");
+}
+
+/* Is 16-bit code c the nearest to f, ties to even? Decided from c's
+ * neighbours in double. */
+static int nearest_even(int dtype, float f, uint16_t c)
+{
+    float  (*dec)(uint16_t) = dtype == NSP_RD_BF16 ? nsp_rd_bf16_to_float : nsp_rd_half_to_float;
+    double x = f, got = dec(c), err = fabs(got - x);
+
+    for (int s = -1; s <= 1; s += 2) {
+        uint16_t n = (uint16_t)(c + s);
+        double   alt;
+        if ((n & 0x7fff) == (dtype == NSP_RD_BF16 ? 0x7f80 : 0x7c00) + (s > 0 ? 1 : 0) ||
+            ((c & 0x7fff) == 0 && s < 0)) {
+            continue; /* past inf, or below zero: not a neighbour of the same sign */
+        }
+        alt = dec(n);
+        if (isinf(alt) || isnan(alt)) {
+            continue;
+        }
+        if (fabs(alt - x) < err || (fabs(alt - x) == err && (c & 1))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_rounding(void)
+{
+    int bad[2] = {0, 0};
+
+    for (int i = 0; i < 200000; ++i) {
+        /* magnitudes 2^-26 .. 2^15, both signs: subnormal to near-max fp16 */
+        float f = (float)(ldexp(1.0 + urand(), (int)(urand() * 41) - 26) * (urand() < 0.5 ? -1 : 1));
+        bad[0] += !nearest_even(NSP_RD_BF16, f, nsp_rd_float_to_bf16(f));
+        bad[1] += !nearest_even(NSP_RD_FP16, f, nsp_rd_float_to_half(f));
+    }
+    tap_is_int(bad[0], 0, "bf16: 200000 random floats round to the nearest, ties to even");
+    tap_is_int(bad[1], 0, "fp16: 200000 random floats (subnormal to 2^16) round to the nearest, "
+                          "ties to even");
+    tap_ok(nsp_rd_float_to_bf16(1.0f + ldexpf(1.0f, -8)) == 0x3f80 &&
+               nsp_rd_float_to_bf16(1.0f + 3 * ldexpf(1.0f, -8)) == 0x3f82,
+           "bf16: the two ties next to 1 go to the even neighbour");
+    tap_ok(nsp_rd_float_to_half(65520.0f) == 0x7c00 && nsp_rd_float_to_half(65519.0f) == 0x7bff,
+           "fp16: 65520 rounds to inf, 65519 to 65504");
+}
+
+/* Replicas [nrep][rows][stride] with row_elems used; dst [rows][dst_stride]. */
+static void test_sum(int dtype, const char *name)
+{
+    const int64_t rows = 37, row_elems = 24, stride = 29, dst_stride = 31;
+    const int     nrep = 4;
+    size_t        es = dtype == NSP_RD_FP32 ? 4 : 2;
+    char         *src = malloc((size_t)(nrep * rows * stride) * es);
+    char         *dst = calloc((size_t)(rows * dst_stride), es);
+    double        worst = 0.0;
+    int           outside = 0;
+
+    for (int64_t i = 0; i < nrep * rows * stride; ++i) {
+        nsp_rd_store(dtype, src, i, (float)(urand() * 4.0 - 2.0));
+    }
+    tap_is_int(nsp_rd_sum_replicas_host(dtype, rows, row_elems, dst, dst_stride, src, stride,
+                                        nrep, rows * stride),
+               NSP_OK, "%s replica sum: runs", name);
+    for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t e = 0; e < row_elems; ++e) {
+            double want = 0.0, got = nsp_rd_load(dtype, dst, r * dst_stride + e);
+            for (int k = 0; k < nrep; ++k) {
+                want += nsp_rd_load(dtype, src, k * rows * stride + r * stride + e);
+            }
+            /* one rounding of a float32 sum: half an ulp of the dtype, plus
+             * the float32 additions */
+            double tol = fabs(want) * (dtype == NSP_RD_FP32 ? 1e-6 : dtype == NSP_RD_BF16
+                                                                     ? 4.0e-3 : 5.0e-4) + 1e-6;
+            worst = fmax(worst, fabs(got - want));
+            outside += fabs(got - want) > tol;
+            if (dtype != NSP_RD_FP32) {
+                outside += to16(dtype, (float)got) != (float)got;
+            }
+        }
+    }
+    tap_is_int(outside, 0, "%s replica sum: 37 x 24 sums of 4 strided replicas within one "
+                           "rounding of the double sum (worst %.2g)", name, worst);
+    tap_is_int(nsp_rd_sum_replicas_host(dtype, rows, row_elems, dst, dst_stride, src, stride, 0,
+                                        0),
+               NSP_ERR_INVALID_ARG, "%s replica sum: nrep 0 is rejected", name);
+    free(src);
+    free(dst);
+}
+
+static void test_merge(int dtype, const char *name)
+{
+    const int64_t rows = 50;
+    const int     D    = 16;
+    size_t        es   = dtype == NSP_RD_FP32 ? 4 : 2;
+    float        *o = malloc(sizeof(float) * rows * D), *lse = malloc(sizeof(float) * rows);
+    float        *ro = malloc(sizeof(float) * rows * D), *rlse = malloc(sizeof(float) * rows);
+    float        *o2f = malloc(sizeof(float) * rows * D), *lse2 = malloc(sizeof(float) * rows);
+    char         *o2 = malloc(es * rows * D);
+    int           same;
+
+    for (int64_t r = 0; r < rows; ++r) {
+        /* rows 0 and 1: the -inf cases of each side */
+        lse[r]  = r == 0 ? -INFINITY : (float)(urand() * 8 - 4);
+        lse2[r] = r == 1 ? -INFINITY : (float)(urand() * 8 - 4);
+        rlse[r] = lse[r];
+        for (int d = 0; d < D; ++d) {
+            o[r * D + d] = ro[r * D + d] = (float)(urand() - 0.5);
+            nsp_rd_store(dtype, o2, r * D + d, (float)(urand() - 0.5));
+            o2f[r * D + d] = nsp_rd_load(dtype, o2, r * D + d);
+        }
+    }
+    tap_is_int(nsp_rd_merge_host(dtype, rows, D, o, lse, o2, lse2), NSP_OK,
+               "%s merge: runs", name);
+    nsp_attn_merge(rows, D, ro, rlse, o2f, lse2);
+    same = memcmp(o, ro, sizeof(float) * rows * D) == 0 &&
+           memcmp(lse, rlse, sizeof(float) * rows) == 0;
+    tap_ok(same, "%s merge: 50 rows (with both -inf cases) equal nsp_attn_merge() on the "
+                 "widened partial, bit for bit", name);
+    tap_is_int(nsp_rd_merge_host(7, rows, D, o, lse, o2, lse2), NSP_ERR_INVALID_ARG,
+               "%s merge: an unknown dtype is rejected", name);
+    free(o), free(lse), free(ro), free(rlse), free(o2f), free(lse2), free(o2);
+}
+
+static void test_mem_tables(void)
+{
+    nsp_layout_level_t ring, ulysses;
+    void              *p = NULL;
+    size_t             cap = 0;
+
+    memset(&ring, 0, sizeof(ring));
+    ring.degree = 4, ring.ring = 2, ring.ulysses = 2;
+    ulysses = ring;
+    ulysses.ring = 1, ulysses.ulysses = 4;
+    tap_is_int(nsp_attn_mem_host.check_level(1, &ring), NSP_OK, "host memory runs ring levels");
+    tap_is_int(nsp_attn_mem_cuda.check_level(1, &ring), NSP_ERR_UNSUPPORTED,
+               "%s memory refuses a ring level: %s", nsp_attn_mem_cuda.name, nsp_last_error());
+    tap_is_int(nsp_attn_mem_cuda.check_kernel(1), NSP_ERR_UNSUPPORTED,
+               "%s memory refuses the host reference kernel: %s", nsp_attn_mem_cuda.name,
+               nsp_last_error());
+    tap_is_int(nsp_attn_mem_host.check_stream((void *)0x1), NSP_ERR_UNSUPPORTED,
+               "host memory refuses a stream: %s", nsp_last_error());
+    tap_is_int(nsp_attn_mem_host.check_level(1, &ulysses) | nsp_attn_mem_host.check_kernel(1) |
+                   nsp_attn_mem_host.check_stream(NULL),
+               NSP_OK, "host memory: Ulysses level, reference kernel, no stream");
+    tap_ok(nsp_attn_mem_host.buffer(&p, &cap, 0) == NSP_OK && p != NULL && cap == 1 &&
+               nsp_attn_mem_host.buffer(&p, &cap, 4096) == NSP_OK && cap == 4096,
+           "host buffers: at least one byte, then grown to 4096");
+    nsp_attn_mem_host.release(p);
+    nsp_attn_mem_cuda.release(NULL);
+}
+
+int main(void)
+{
+    test_round_trips();
+    test_rounding();
+    test_sum(NSP_RD_FP32, "fp32");
+    test_sum(NSP_RD_BF16, "bf16");
+    test_sum(NSP_RD_FP16, "fp16");
+    test_merge(NSP_RD_FP32, "fp32");
+    test_merge(NSP_RD_BF16, "bf16");
+    test_merge(NSP_RD_FP16, "fp16");
+    test_mem_tables();
+    return tap_done();
+}
