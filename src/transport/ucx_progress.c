@@ -29,8 +29,16 @@ struct nsp_ucx_progress {
     int          busy;   /* atomic: requests in flight */
     int64_t      touched_ns; /* atomic: when the rank last progressed itself */
     pthread_mutex_t lock;    /* held around every progress call of either thread */
-    uint64_t     events; /* the thread's progress calls that moved something */
+    nsp_ucx_progress_stats_t st; /* thread_*: the thread's; rank_*: under lock or atomic */
 };
+
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static int64_t now_ns(void)
 {
@@ -65,14 +73,16 @@ static void *progress_main(void *arg)
                 pthread_mutex_trylock(&p->lock) == 0) {
                 n = ucp_worker_progress(p->worker);
                 pthread_mutex_unlock(&p->lock);
+                ++p->st.thread_polls;
             }
             if (n != 0) {
-                ++p->events;
+                ++p->st.thread_moved;
                 continue;
             }
         }
         nanosleep(&nap, NULL);
     }
+    p->st.thread_cpu_s = thread_cpu_s();
     return NULL;
 }
 
@@ -114,20 +124,24 @@ unsigned nsp_ucx_progress_rank(nsp_ucx_progress_t *p, ucp_worker_h worker)
     __atomic_store_n(&p->touched_ns, now_ns(), __ATOMIC_RELEASE);
     if (pthread_mutex_trylock(&p->lock) == 0) {
         n = ucp_worker_progress(worker);
+        ++p->st.rank_polls; /* under the lock: one writer at a time */
+        p->st.rank_moved += n != 0;
         pthread_mutex_unlock(&p->lock);
+    } else {
+        __atomic_add_fetch(&p->st.rank_skipped, 1, __ATOMIC_RELAXED);
     }
     return n;
 }
 
-void nsp_ucx_progress_stop(nsp_ucx_progress_t *p, uint64_t *events)
+void nsp_ucx_progress_stop(nsp_ucx_progress_t *p, nsp_ucx_progress_stats_t *stats)
 {
     if (p == NULL) {
         return;
     }
     __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
     pthread_join(p->thread, NULL);
-    if (events != NULL) {
-        *events = p->events;
+    if (stats != NULL) {
+        *stats = p->st;
     }
     pthread_mutex_destroy(&p->lock);
     free(p);
