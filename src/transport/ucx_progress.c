@@ -1,8 +1,10 @@
 /*
- * The UCX progress thread (see ucx_progress.h). Polls every POLL_NS while
- * requests are in flight and nothing moved, every IDLE_NS when none are: on
- * a host with more ranks than cores it must not take the cores the ranks
- * compute on.
+ * The UCX progress thread (see ucx_progress.h). While requests are in flight
+ * it polls again at once when a poll moved something, else after a nap that
+ * doubles from POLL_NS to POLL_MAX_NS; with none in flight it polls every
+ * IDLE_NS: on a host with more ranks than cores it must not take the cores
+ * the ranks compute on (measured: with a fixed 20 us nap, 94-99% of its
+ * polls found nothing, at about 9 us of CPU each).
  */
 #include "transport/ucx_progress.h"
 
@@ -17,7 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POLL_NS (20 * 1000)        /* in flight, nothing moved: 20 us */
+#define POLL_NS (20 * 1000)        /* in flight, just moved: 20 us */
+#define POLL_MAX_NS (320 * 1000)   /* in flight, nothing moved for a while: up to 320 us */
 #define IDLE_NS (1000 * 1000)      /* nothing in flight: 1 ms */
 #define HANDOFF_NS (200 * 1000)    /* the rank progressed itself this recently: stay away */
 #define PROGRESS_NICE (-10)        /* the thread's nice value (the rank's stays) */
@@ -64,10 +67,12 @@ static void *progress_main(void *arg)
         NSP_DEBUG("ucx: progress thread keeps its priority (%s)", strerror(errno));
     }
 
+    long poll_ns = POLL_NS; /* doubles per empty poll up to POLL_MAX_NS */
     while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
         struct timespec nap = {0, IDLE_NS};
         if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) {
-            nap.tv_nsec = POLL_NS;
+            nap.tv_nsec = poll_ns;
+            poll_ns     = poll_ns * 2 > POLL_MAX_NS ? POLL_MAX_NS : poll_ns * 2;
             unsigned n = 0;
             if (now_ns() - __atomic_load_n(&p->touched_ns, __ATOMIC_ACQUIRE) > HANDOFF_NS &&
                 pthread_mutex_trylock(&p->lock) == 0) {
@@ -77,8 +82,11 @@ static void *progress_main(void *arg)
             }
             if (n != 0) {
                 ++p->st.thread_moved;
+                poll_ns = POLL_NS;
                 continue;
             }
+        } else {
+            poll_ns = POLL_NS;
         }
         nanosleep(&nap, NULL);
     }
