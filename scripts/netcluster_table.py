@@ -4,6 +4,7 @@ netcluster_table.py DIR KEY...  (DIR/cal-KEY.json, DIR/demo-KEY.json; a KEY is
 RATE[-KxG][-nothread], e.g. 1gbit, 1gbit-2x1, 250mbit-nothread)."""
 import json
 import os
+import statistics
 import sys
 
 
@@ -17,10 +18,12 @@ def session(demo):
 
 
 def reps_ratio(plan):
-    """serial/pipelined wall per repetition (paired), and of the means."""
+    """serial/pipelined wall per repetition (paired), and their median (one
+    repetition disturbed by the machine's other jobs moves it least)."""
     m = plan["measured"]
     p, s = m["pipelined"]["wall_s_reps"], m["serial"]["wall_s_reps"]
-    return [b / a for a, b in zip(p, s)], sum(s) / sum(p)
+    per = [b / a for a, b in zip(p, s)]
+    return per, statistics.median(per)
 
 
 def cpu_columns(m, cores):
@@ -34,7 +37,7 @@ def cpu_columns(m, cores):
 def main():
     out, keys = sys.argv[1], sys.argv[2:]
     print("| link | calibrated: inter-node bw (GB/s), eta | planner | pipelined wall ms | "
-          "serial wall ms | serial / pipelined (reps) | cpu pipelined / serial | "
+          "serial wall ms | serial / pipelined: median (reps) | cpu pipelined / serial | "
           "serial cores used | bound on serial / pipelined | predicted ms | "
           "measured crit ms | pred / crit |")
     print("|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
@@ -68,6 +71,45 @@ def main():
             print("| %s | %.2fx | %.2fx | %.2fx | %.2fx |" % (
                 key, sp["over_static"]["wall"], sp["over_disjoint"]["wall"],
                 sp["over_static"]["predicted"], sp["over_disjoint"]["predicted"]))
+
+    where_time_goes(out, keys)
+
+
+def progress_cpu(path):
+    """Mean CPU of the ranks' progress threads over the demo run (its INFO
+    lines: 'ucx: progress thread: X ms CPU, ...'), or None."""
+    if not os.path.exists(path):
+        return None
+    ms = []
+    with open(path) as f:
+        for line in f:
+            if "progress thread:" in line and " ms CPU" in line:
+                ms.append(float(line.split("progress thread:")[1].split("ms CPU")[0]))
+    return sum(ms) / len(ms) if ms else None
+
+
+def where_time_goes(out, keys):
+    """Per planner, the busiest rank's model terms against what it measured
+    (levels pipelined): the kernel's thread CPU against the fitted kernel
+    cost, and the CPU the exchanges took beside the kernel (process CPU in
+    the calls minus the kernel's thread CPU: copies, tcp, progress)."""
+    print()
+    print("| link | planner | predicted comp max ms | kernel CPU max ms | kernel / predicted | "
+          "exchange CPU max ms | predicted comm max ms | progress thread CPU per rank, "
+          "whole run ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for key in keys:
+        path = os.path.join(out, "demo-%s.json" % key)
+        if not os.path.exists(path):
+            continue
+        thread = progress_cpu(os.path.join(out, "demo-%s.err" % key))
+        for name, plan in session(load(path))["batches"][0]["plans"].items():
+            pr, m = plan["predicted"], plan["measured"]["pipelined"]
+            xchg = max(b - k for b, k in zip(m["rank_busy_s"], m["rank_kernel_s"]))
+            print("| %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %s |" % (
+                key, name, 1e3 * pr["comp_max_s"], 1e3 * m["comp_max_s"],
+                m["comp_max_s"] / pr["comp_max_s"], 1e3 * xchg, 1e3 * max(pr["rank_comm_s"]),
+                "-" if thread is None else "%.0f" % thread))
 
 
 if __name__ == "__main__":
