@@ -13,6 +13,14 @@ def load(path):
         return json.load(f)
 
 
+def demos(out, keys):
+    """(key, demo JSON) for every key whose DIR/demo-KEY.json exists."""
+    for key in keys:
+        path = os.path.join(out, "demo-%s.json" % key)
+        if os.path.exists(path):
+            yield key, load(path)
+
+
 def session(demo):
     return next(iter(demo["sessions"].values()))
 
@@ -41,12 +49,8 @@ def main():
           "serial cores used | bound on serial / pipelined | predicted ms | "
           "measured crit ms | pred / crit |")
     print("|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
-    for key in keys:
-        path = os.path.join(out, "demo-%s.json" % key)
-        if not os.path.exists(path):
-            continue
+    for key, demo in demos(out, keys):
         cal = load(os.path.join(out, "cal-%s.json" % key))
-        demo = load(path)
         cores = demo["config"].get("host_cores", 2)
         for name, plan in session(demo)["batches"][0]["plans"].items():
             per, mean = reps_ratio(plan)
@@ -64,10 +68,9 @@ def main():
     print("| link | nested vs static (wall) | nested vs disjoint (wall) | predicted vs static | "
           "predicted vs disjoint |")
     print("|---|---:|---:|---:|---:|")
-    for key in keys:
-        path = os.path.join(out, "demo-%s.json" % key)
-        if os.path.exists(path) and not key.endswith("-nothread"):
-            sp = session(load(path))["summary"]["speedup_of_nested"]
+    for key, demo in demos(out, keys):
+        if not key.endswith("-nothread"):
+            sp = session(demo)["summary"]["speedup_of_nested"]
             print("| %s | %.2fx | %.2fx | %.2fx | %.2fx |" % (
                 key, sp["over_static"]["wall"], sp["over_disjoint"]["wall"],
                 sp["over_static"]["predicted"], sp["over_disjoint"]["predicted"]))
@@ -98,12 +101,9 @@ def where_time_goes(out, keys):
           "exchange CPU max ms | predicted comm max ms | progress thread CPU per rank, "
           "whole run ms |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for key in keys:
-        path = os.path.join(out, "demo-%s.json" % key)
-        if not os.path.exists(path):
-            continue
+    for key, demo in demos(out, keys):
         thread = progress_cpu(os.path.join(out, "demo-%s.err" % key))
-        for name, plan in session(load(path))["batches"][0]["plans"].items():
+        for name, plan in session(demo)["batches"][0]["plans"].items():
             pr, m = plan["predicted"], plan["measured"]["pipelined"]
             xchg = max(b - k for b, k in zip(m["rank_busy_s"], m["rank_kernel_s"]))
             print("| %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %s |" % (
