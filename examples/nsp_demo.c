@@ -371,6 +371,20 @@ out:
     return status;
 }
 
+/* A cluster file's world fitted to the demo's ranks: its nodes are kept
+ * where they tile the ranks (a namespace-cluster file: 4 per node, so the
+ * across-node degrees get bw_inter), else every rank is on one host. */
+static void cluster_fit_ranks(nsp_cluster_t *cl, int ranks)
+{
+    int per_node = cl->ranks_per_node;
+
+    if (per_node < 1 || per_node > ranks || ranks % per_node != 0) {
+        per_node = ranks;
+    }
+    cl->ranks          = ranks;
+    cl->ranks_per_node = per_node;
+}
+
 /* The cluster description of every session: from --cluster-file, or
  * calibrated (the kernel once, the exchange per transport). */
 static nsp_status_t set_clusters(demo_t *demo)
@@ -382,7 +396,7 @@ static nsp_status_t set_clusters(demo_t *demo)
     if (c->cluster_file != NULL) {
         for (int s = 0; s < demo->nsessions; ++s) {
             NSP_CHECK(nsp_cluster_load(c->cluster_file, &demo->cluster[s]));
-            demo->cluster[s].ranks = demo->cluster[s].ranks_per_node = c->ranks;
+            cluster_fit_ranks(&demo->cluster[s], c->ranks);
         }
         return NSP_OK;
     }

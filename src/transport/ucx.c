@@ -899,6 +899,25 @@ nsp_status_t nsp_tp_ucx_regions_live(int *n)
     return NSP_OK;
 }
 
+/* Stop the progress thread; INFO: where this rank's progress went (the
+ * thread's CPU, and how much of its polling found bytes to move while the
+ * rank computed, against the rank's own polls). */
+static void ucx_stop_thread(ucx_world_t *w)
+{
+    nsp_ucx_progress_stats_t st;
+
+    if (w->progress == NULL) {
+        return;
+    }
+    nsp_ucx_progress_stop(w->progress, &st);
+    w->progress = NULL;
+    NSP_INFO("ucx: progress thread: %.1f ms CPU, %llu of %llu polls moved bytes; the rank's "
+             "own polls: %llu of %llu moved bytes, %llu found the thread inside",
+             1e3 * st.thread_cpu_s, (unsigned long long)st.thread_moved,
+             (unsigned long long)st.thread_polls, (unsigned long long)st.rank_moved,
+             (unsigned long long)st.rank_polls, (unsigned long long)st.rank_skipped);
+}
+
 static void ucx_world_free(ucx_world_t *w, double timeout_s)
 {
     while (w->regions != NULL) { /* regions the caller did not free */
@@ -906,8 +925,7 @@ static void ucx_world_free(ucx_world_t *w, double timeout_s)
         w->regions        = reg->next;
         ucx_region_release(w, reg);
     }
-    nsp_ucx_progress_stop(w->progress, NULL); /* before UCX is closed under it */
-    w->progress = NULL;
+    ucx_stop_thread(w); /* before UCX is closed under it */
     if (w->peers != NULL) {
         ucx_close_endpoints(w, timeout_s);
     }

@@ -1,8 +1,10 @@
 /*
- * The UCX progress thread (see ucx_progress.h). Polls every POLL_NS while
- * requests are in flight and nothing moved, every IDLE_NS when none are: on
- * a host with more ranks than cores it must not take the cores the ranks
- * compute on.
+ * The UCX progress thread (see ucx_progress.h). While requests are in flight
+ * it polls again at once when a poll moved something, else after a nap that
+ * doubles from POLL_NS to POLL_MAX_NS; with none in flight it polls every
+ * IDLE_NS: on a host with more ranks than cores it must not take the cores
+ * the ranks compute on (measured: with a fixed 20 us nap, 94-99% of its
+ * polls found nothing, at about 9 us of CPU each).
  */
 #include "transport/ucx_progress.h"
 
@@ -17,7 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POLL_NS (20 * 1000)        /* in flight, nothing moved: 20 us */
+#define POLL_NS (20 * 1000)        /* in flight, just moved: 20 us */
+#define POLL_MAX_NS (320 * 1000)   /* in flight, nothing moved for a while: up to 320 us */
 #define IDLE_NS (1000 * 1000)      /* nothing in flight: 1 ms */
 #define HANDOFF_NS (200 * 1000)    /* the rank progressed itself this recently: stay away */
 #define PROGRESS_NICE (-10)        /* the thread's nice value (the rank's stays) */
@@ -29,8 +32,16 @@ struct nsp_ucx_progress {
     int          busy;   /* atomic: requests in flight */
     int64_t      touched_ns; /* atomic: when the rank last progressed itself */
     pthread_mutex_t lock;    /* held around every progress call of either thread */
-    uint64_t     events; /* the thread's progress calls that moved something */
+    nsp_ucx_progress_stats_t st; /* thread_*: the thread's; rank_*: under lock or atomic */
 };
+
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static int64_t now_ns(void)
 {
@@ -56,23 +67,30 @@ static void *progress_main(void *arg)
         NSP_DEBUG("ucx: progress thread keeps its priority (%s)", strerror(errno));
     }
 
+    long poll_ns = POLL_NS; /* doubles per empty poll up to POLL_MAX_NS */
     while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
         struct timespec nap = {0, IDLE_NS};
         if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) {
-            nap.tv_nsec = POLL_NS;
+            nap.tv_nsec = poll_ns;
+            poll_ns     = poll_ns * 2 > POLL_MAX_NS ? POLL_MAX_NS : poll_ns * 2;
             unsigned n = 0;
             if (now_ns() - __atomic_load_n(&p->touched_ns, __ATOMIC_ACQUIRE) > HANDOFF_NS &&
                 pthread_mutex_trylock(&p->lock) == 0) {
                 n = ucp_worker_progress(p->worker);
                 pthread_mutex_unlock(&p->lock);
+                ++p->st.thread_polls;
             }
             if (n != 0) {
-                ++p->events;
+                ++p->st.thread_moved;
+                poll_ns = POLL_NS;
                 continue;
             }
+        } else {
+            poll_ns = POLL_NS;
         }
         nanosleep(&nap, NULL);
     }
+    p->st.thread_cpu_s = thread_cpu_s();
     return NULL;
 }
 
@@ -114,20 +132,24 @@ unsigned nsp_ucx_progress_rank(nsp_ucx_progress_t *p, ucp_worker_h worker)
     __atomic_store_n(&p->touched_ns, now_ns(), __ATOMIC_RELEASE);
     if (pthread_mutex_trylock(&p->lock) == 0) {
         n = ucp_worker_progress(worker);
+        ++p->st.rank_polls; /* under the lock: one writer at a time */
+        p->st.rank_moved += n != 0;
         pthread_mutex_unlock(&p->lock);
+    } else {
+        __atomic_add_fetch(&p->st.rank_skipped, 1, __ATOMIC_RELAXED);
     }
     return n;
 }
 
-void nsp_ucx_progress_stop(nsp_ucx_progress_t *p, uint64_t *events)
+void nsp_ucx_progress_stop(nsp_ucx_progress_t *p, nsp_ucx_progress_stats_t *stats)
 {
     if (p == NULL) {
         return;
     }
     __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
     pthread_join(p->thread, NULL);
-    if (events != NULL) {
-        *events = p->events;
+    if (stats != NULL) {
+        *stats = p->st;
     }
     pthread_mutex_destroy(&p->lock);
     free(p);

@@ -35,8 +35,19 @@ void nsp_ucx_progress_busy(nsp_ucx_progress_t *p, int delta);
  */
 unsigned nsp_ucx_progress_rank(nsp_ucx_progress_t *p, ucp_worker_h worker);
 
-/** Stop and join the thread, free p; *events (may be NULL) gets how many of
- *  its progress calls moved something. NULL p is a no-op. */
-void nsp_ucx_progress_stop(nsp_ucx_progress_t *p, uint64_t *events);
+/** Where a rank's progress went over the thread's life (counts of
+ *  ucp_worker_progress calls; CPU in seconds). */
+typedef struct nsp_ucx_progress_stats {
+    uint64_t thread_polls; /* the thread's calls (only while the rank was away) */
+    uint64_t thread_moved; /* ... that moved something */
+    uint64_t rank_polls;   /* the rank's own calls that got the worker */
+    uint64_t rank_moved;   /* ... that moved something */
+    uint64_t rank_skipped; /* the rank's calls that found the thread inside */
+    double   thread_cpu_s; /* the thread's CPU time (CLOCK_THREAD_CPUTIME_ID) */
+} nsp_ucx_progress_stats_t;
+
+/** Stop and join the thread, free p; *stats (may be NULL) gets where the
+ *  progress went. NULL p is a no-op (*stats untouched). */
+void nsp_ucx_progress_stop(nsp_ucx_progress_t *p, nsp_ucx_progress_stats_t *stats);
 
 #endif /* NSP_TRANSPORT_UCX_PROGRESS_H_ */

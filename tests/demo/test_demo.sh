@@ -51,6 +51,19 @@ check "--inject-error: exit status 1 (got $rc)" test $rc -eq 1
 check "--inject-error: the table names the failed check" grep -q "CHECK FAILED" "$tmp/out2"
 check "--cluster-file: no calibration, rates from the file" \
     grep -q "rates    : from --cluster-file" "$tmp/out2"
+# A cluster file of 2 nodes x 2 ranks (a namespace cluster's): the plans keep
+# its nodes, so the degree-4 level is priced at bw_inter.
+sed 's/"ranks_per_node": [0-9][0-9]*/"ranks_per_node": 2/' "$tmp/cluster.json" >"$tmp/nodes.json"
+# shellcheck disable=SC2086
+"$demo" $small --no-tcp --cluster-file "$tmp/nodes.json" --json "$tmp/nodes-demo.json" \
+    --svg "" >"$tmp/out3" 2>"$tmp/err3"
+check "--cluster-file of 2 nodes x 2: the plans keep 2 ranks per node" "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+b = next(iter(d["sessions"].values()))["batches"][0]
+rpn = [p["plan"]["cluster"]["ranks_per_node"] for p in b["plans"].values()]
+sys.exit(0 if d["checks"]["all_passed"] and rpn == [2, 2, 2] else 1)
+' "$tmp/nodes-demo.json"
 "$demo" --ranks 1 >/dev/null 2>&1
 rc=$?
 check "bad flag value (--ranks 1): exit status 2 (got $rc)" test $rc -eq 2
