@@ -16,6 +16,7 @@ libnspattn_la_LIBADD = -lm
 noinst_HEADERS += \
 	src/attn_sp/attn_ref.h \
 	src/attn_sp/attn_reduce.h \
+	src/attn_sp/attn_reduce_map.h \
 	src/attn_sp/attn_tile.h \
 	src/attn_sp/attn_tile_impl.h \
 	src/attn_sp/attn_ring_math.h

@@ -1,9 +1,9 @@
 /*
  * The element math of nested attention's reductions on the device (pure;
- * C and CUDA), compiled both for the GPU (attn_reduce_cuda.cu) and for the
- * host (attn_reduce_emul.c), so tests on a CPU check the very functions a
- * kernel runs (tests/gpu/test_reduce_map.c) and the GPU adds only the
- * launch. Two reductions, in the shapes of the host ones:
+ * C and CUDA), compiled both for the GPU (attn_reduce_kernels.cu) and for
+ * the host (attn_reduce_emul.c, and the host path's own reductions in
+ * attn_reduce.c), so tests on a CPU check the very functions a kernel runs
+ * (tests/gpu/test_reduce_map.c) and the GPU adds only the launch. Two reductions, in the shapes of the host ones:
  *
  *   replica sum   dst[r, e] = sum_{k < nrep} src[k * rep_stride + r * src_stride + e]
  *                 r < rows, e < row_elems (strides in elements); every term

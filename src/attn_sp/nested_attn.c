@@ -1146,6 +1146,7 @@ nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *a, const nsp_nested_attn_sav
     rq = (size_t)a->rows_q * (size_t)D * a->es;
     rk = (size_t)a->rows_kv * (size_t)D * a->es;
     qh = kh = vh = oh = lh = doh = dqh = dkh = dvh = NULL;
+    h32[0] = h32[1] = s32[0] = s32[1] = NULL;
     /* Local checks first; call_begin() makes every rank fail if one did. */
     status = check_buffers(a, "nsp_nested_attn_bwd", saved != NULL ? 4 : 9, bufs, names);
     status = status < 0 ? status : check_bwd(a, saved);

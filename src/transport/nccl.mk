@@ -37,7 +37,6 @@ libnspcomm_la_SOURCES += src/transport/nccl_comm.c
 noinst_HEADERS += \
 	src/attn_sp/pack_map.h \
 	src/attn_sp/attn_mem.h \
-	src/attn_sp/attn_reduce_map.h \
 	src/attn_sp/attn_reduce_cuda.h \
 	src/attn_sp/attn_reduce_kernels.h \
 	src/attn_sp/pack_cuda.h \
