@@ -16,6 +16,6 @@ dist_noinst_SCRIPTS += perf/a2a_compare.sh
 if NSP_COMM
 noinst_PROGRAMS += perf/nsp_calibrate
 perf_nsp_calibrate_SOURCES = perf/nsp_calibrate.c
-perf_nsp_calibrate_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
-perf_nsp_calibrate_LDADD = tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
+perf_nsp_calibrate_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/perf -I$(top_srcdir)/tools
+perf_nsp_calibrate_LDADD = perf/libnspperf.la tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
 endif
