@@ -120,6 +120,54 @@ void a2a_plans_make(const perf_ctx_t *c, const nsp_plan_t *real, size_t bytes,
     }
 }
 
+/* Round r's exchanging levels (degrees > 1 holding >= 5% of the round's
+ * tokens) in *nbig, its tokens above degree 1 in *above. */
+static void round_score(const nsp_plan_t *plan, int r, int *nbig, double *above)
+{
+    int    degs[64], nd = 0;
+    double deg_tok[64] = {0}, tok = 0;
+
+    *nbig  = 0;
+    *above = 0;
+    for (int g = 0; g < plan->rounds[r].ngroups; ++g) {
+        const nsp_plan_group_t *pg = &plan->rounds[r].groups[g];
+        int k;
+        for (k = 0; k < nd && degs[k] != pg->size; ++k) {
+        }
+        if (k == nd && nd < 64) {
+            degs[nd++] = pg->size;
+        }
+        for (int j = 0; k < 64 && j < pg->nseqs; ++j) {
+            deg_tok[k] += (double)plan->seq_lens[pg->seqs[j]];
+            tok += (double)plan->seq_lens[pg->seqs[j]];
+            *above += pg->size > 1 ? (double)plan->seq_lens[pg->seqs[j]] : 0.0;
+        }
+    }
+    for (int k = 0; k < nd; ++k) { /* levels that carry real traffic */
+        *nbig += degs[k] > 1 && deg_tok[k] >= 0.05 * tok;
+    }
+}
+
+/* The round with the most exchanging levels, then the most tokens above
+ * degree 1. */
+static int best_round(const nsp_plan_t *plan)
+{
+    int    best = 0, best_levels = -1;
+    double best_tokens = -1;
+
+    for (int r = 0; r < plan->nrounds; ++r) {
+        int    nbig;
+        double above;
+        round_score(plan, r, &nbig, &above);
+        if (nbig > best_levels || (nbig == best_levels && above > best_tokens)) {
+            best_levels = nbig;
+            best_tokens = above;
+            best        = r;
+        }
+    }
+    return best;
+}
+
 nsp_plan_t *a2a_real_plan(perf_ctx_t *c)
 {
     nsp_model_t          model;
@@ -155,53 +203,19 @@ nsp_plan_t *a2a_real_plan(perf_ctx_t *c)
     st = nsp_plan_create(&model, &cluster, lens, n, &pp, &plan);
     free(lens);
     PCHECK(c, st, "nested plan");
-    /* Measure one round; by default the one with the most exchanging levels
-     * (degrees > 1 holding >= 5% of the round's tokens), then the most tokens
-     * above degree 1. It is
-     * swapped into round 0, which is what the methods below read. */
-    {
-        int best = c->opts.round, best_levels = -1;
-        double best_tokens = -1;
-        if (best >= plan->nrounds) {
-            nsp_error_quiet(NSP_ERR_INVALID_ARG, "the plan has %d rounds (0..%d)", plan->nrounds,
-                            plan->nrounds - 1);
-            nsp_plan_free(plan);
-            a2a_die(c, "--round"); /* frees the tree and the world, exits */
-        }
-        for (int r = 0; best < 0 && r < plan->nrounds; ++r) {
-            int    degs[64], nd = 0, nbig = 0;
-            double deg_tok[64] = {0}, tok = 0, above = 0;
-            for (int g = 0; g < plan->rounds[r].ngroups; ++g) {
-                const nsp_plan_group_t *pg = &plan->rounds[r].groups[g];
-                int k;
-                for (k = 0; k < nd && degs[k] != pg->size; ++k) {
-                }
-                if (k == nd && nd < 64) {
-                    degs[nd++] = pg->size;
-                }
-                for (int j = 0; k < 64 && j < pg->nseqs; ++j) {
-                    deg_tok[k] += (double)plan->seq_lens[pg->seqs[j]];
-                    tok += (double)plan->seq_lens[pg->seqs[j]];
-                    above += pg->size > 1 ? (double)plan->seq_lens[pg->seqs[j]] : 0.0;
-                }
-            }
-            for (int k = 0; k < nd; ++k) { /* levels that carry real traffic */
-                nbig += degs[k] > 1 && deg_tok[k] >= 0.05 * tok;
-            }
-            if (nbig > best_levels || (nbig == best_levels && above > best_tokens)) {
-                best_levels = nbig;
-                best_tokens = above;
-                c->chosen_round = r;
-            }
-        }
-        if (best >= 0) {
-            c->chosen_round = best;
-        }
-        if (c->chosen_round != 0) {
-            nsp_plan_round_t t = plan->rounds[0];
-            plan->rounds[0] = plan->rounds[c->chosen_round];
-            plan->rounds[c->chosen_round] = t;
-        }
+    /* Measure one round (--round, else the one round_score likes best). It
+     * is swapped into round 0, which is what the methods read. */
+    if (c->opts.round >= plan->nrounds) {
+        nsp_error_quiet(NSP_ERR_INVALID_ARG, "the plan has %d rounds (0..%d)", plan->nrounds,
+                        plan->nrounds - 1);
+        nsp_plan_free(plan);
+        a2a_die(c, "--round"); /* frees the tree and the world, exits */
+    }
+    c->chosen_round = c->opts.round >= 0 ? c->opts.round : best_round(plan);
+    if (c->chosen_round != 0) {
+        nsp_plan_round_t t = plan->rounds[0];
+        plan->rounds[0] = plan->rounds[c->chosen_round];
+        plan->rounds[c->chosen_round] = t;
     }
     return plan;
 }
