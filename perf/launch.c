@@ -87,7 +87,7 @@ int perf_fork_ranks(const perf_fork_t *f)
         l.field = f->uid;
         l.bytes = f->uid_bytes;
     }
-    l.out    = f->rank0_only ? NSP_LAUNCH_STDOUT_RANK0 : l.out;
+    l.out    = f->rank0_only ? NSP_LAUNCH_STDOUT_RANK0 : NSP_LAUNCH_STDOUT_KEEP;
     l.notify = 1; /* every rank names the rank that failed first */
     if (nsp_launch_run(&l, res) != NSP_OK) {
         fprintf(stderr, "%s: %s\n", f->prog, nsp_last_error());

@@ -18,7 +18,13 @@
  *    linear layers, like the demo);
  *  - the overlap efficiency eta: the top level's large all-to-all posted,
  *    the kernel run meanwhile, against each alone:
- *    eta = (T_comm + T_comp - T_both) / min(T_comm, T_comp), in [0, 1].
+ *    eta = (T_comm + T_comp - T_both) / min(T_comm, T_comp), in [0, 1];
+ *  - the per-round fixed cost round_fixed_s, what every micro-batch repeats
+ *    (docs/cost-model.md section 8): the weight collectives of ZeRO-3/FSDP
+ *    (a world all-to-all of the all-gather's bytes per rank, (1 - eta) x 3
+ *    of it) and the kernel launches (layers x launches x one launch).
+ * The kernel measurements are perf/calib.h's (the demo makes the same),
+ * the launcher, table and JSON helpers perf/common.h's.
  */
 #include "calib.h"
 #include "common.h"
