@@ -318,6 +318,17 @@ static double slowest_median(const cal_opts_t *o, const cal_rank_t *all, int nra
     return perf_median(v, o->reps);
 }
 
+/* The large exchange's time beyond the latency. When noise leaves less
+ * than a tenth of T_large beyond T_small (a loaded machine: the medians of
+ * the two exchanges need not even be in order), all of T_large counts as
+ * transfer: a lower bound on the bandwidth, never an absurd one. */
+static double level_beyond_s(const cal_level_t *L)
+{
+    double beyond = L->large_s - L->lat_s;
+
+    return beyond > 0.1 * L->large_s ? beyond : fmax(L->large_s, 1e-9);
+}
+
 static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks, cal_result_t *r)
 {
     r->nlevels = all[0].nlevels, r->per_node = all[0].local_size, r->nnodes = all[0].nnodes;
@@ -341,8 +352,8 @@ static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks
         L->large_s = perf_median(t, o->reps);
         /* bytes a rank sends to its d-1 peers, per second beyond the latency,
          * in the cost model's unit (bf16 elements: 2 bytes) */
-        L->bw = (L->degree - 1.0) * (double)(o->bytes - CAL_SMALL) /
-                fmax(L->large_s - L->lat_s, 1e-9) * (NSP_COST_DTYPE_BYTES / (double)o->elem_bytes);
+        L->bw = (L->degree - 1.0) * (double)(o->bytes - CAL_SMALL) / level_beyond_s(L) *
+                (NSP_COST_DTYPE_BYTES / (double)o->elem_bytes);
         if (!L->across) {
             r->intra = l;
         } else {
