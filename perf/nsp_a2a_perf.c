@@ -79,7 +79,7 @@ static const char *const row_names[PERF_MAX_METHODS] = {
 
 /* One row of the table. */
 typedef struct perf_row {
-    const char *method;
+    char        method[24];     /* a copy: the runners' names go with the runners */
     size_t      bytes;          /* nominal bytes per rank */
     double      time_us;
     double      algbw, busbw;   /* GB/s */
@@ -209,7 +209,7 @@ static void runner_row(perf_ctx_t *c, runner_t *r, size_t bytes, perf_row_t *row
     allreduce(c, r->t_sum / c->opts.iters, &tmax, &tsum);
     allreduce(c, r->offrank, &omax, &osum);
     allreduce(c, wrong, &wmax, &wsum);
-    row->method  = r->name;
+    snprintf(row->method, sizeof(row->method), "%s", r->name);
     row->bytes   = bytes;
     row->time_us = tmax * 1e6;
     row->algbw   = (double)bytes / tmax / 1e9;
@@ -233,7 +233,7 @@ static void run_size(perf_ctx_t *c, const nsp_plan_t *real, size_t bytes, perf_r
         if (z->at[m] >= 0) {
             runner_row(c, &z->run[z->at[m]], bytes, &rows[m]);
         }
-        rows[m].method = row_names[m];
+        snprintf(rows[m].method, sizeof(rows[m].method), "%s", row_names[m]);
         rows[m].bytes  = bytes;
     }
     for (int k = 0; k < z->nlevels; ++k) {
