@@ -9,7 +9,8 @@
  *  - R_attn, and a per-token term: the reference kernel, fwd + bwd of 4096
  *    tokens packed as causal sequences of 32, 128, 512 and 2048 tokens,
  *    best thread CPU time of three, fitted to t(s) = a*s + b*s^2 per
- *    sequence. R_attn = 7 n_q D / b (the model's attn_flops is 7 n_q D s^2).
+ *    sequence: perf/nsp_calibrate's kernel fit (perf/calib.h), the same
+ *    code, at the demo's lengths. R_attn = 7 n_q D / b (the model's attn_flops is 7 n_q D s^2).
  *    The demo runs no linear layers; the model's linear term
  *    lin_flops(s)/R_gemm stands for the kernel's per-token cost a, so
  *    R_gemm = lin_flops_per_token / a (1e30 when a <= 0).
@@ -23,6 +24,9 @@
  *    bytes_fp32 / B_fp32.
  */
 #include "demo.h"
+
+#include "calib.h"  /* perf/: the kernel fit nsp_calibrate makes */
+#include "common.h" /* perf/: perf_stats_of */
 
 #include "common/json.h"
 #include "common/log.h"
@@ -43,34 +47,12 @@
 
 void demo_model(const demo_config_t *cfg, nsp_model_t *m)
 {
-    memset(m, 0, sizeof(*m));
+    /* One attention layer (perf/calib.h). hidden, ffn and params only scale
+     * the memory per token and the linear term; both are set from
+     * measurements (demo_cluster_from_calib), so their values cancel out. */
+    calib_attn_model(cfg->q_heads, cfg->kv_heads, cfg->head_dim, m);
     snprintf(m->name, sizeof(m->name), "demo-attn-%d-%d-%d", cfg->q_heads, cfg->kv_heads,
              cfg->head_dim);
-    /* One attention layer. hidden, ffn and params only scale the memory
-     * per token and the linear term; both are set from measurements
-     * (demo_cluster_from_calib), so their values cancel out. */
-    m->layers   = 1;
-    m->hidden   = cfg->q_heads * cfg->head_dim;
-    m->q_heads  = cfg->q_heads;
-    m->kv_heads = cfg->kv_heads;
-    m->head_dim = cfg->head_dim;
-    m->ffn      = m->hidden;
-    m->experts  = 0;
-    m->topk     = 0;
-    /* the q, k, v, o projections of one layer */
-    m->params = (double)m->hidden * (2.0 * cfg->q_heads + 2.0 * cfg->kv_heads) * cfg->head_dim;
-}
-
-/* A cluster that accepts anything, to get the cost constants of a model. */
-static void placeholder_cluster(int ranks, nsp_cluster_t *c)
-{
-    memset(c, 0, sizeof(*c));
-    snprintf(c->name, sizeof(c->name), "demo-placeholder");
-    c->ranks = c->ranks_per_node = ranks;
-    c->mem_bytes = 1e18;
-    c->gemm_flops = c->attn_flops = 1e12;
-    c->bw_intra = c->bw_inter = 1e9;
-    c->overlap = 0.0;
 }
 
 double demo_mem_bytes(const nsp_model_t *model, int ranks, double workspace, double tokens)
@@ -78,7 +60,7 @@ double demo_mem_bytes(const nsp_model_t *model, int ranks, double workspace, dou
     nsp_cluster_t c;
     nsp_cost_t    cost;
 
-    placeholder_cluster(ranks, &c);
+    calib_placeholder_cluster(ranks, &c);
     c.workspace_bytes = workspace;
     if (nsp_cost_init(&cost, model, &c) != NSP_OK) {
         return 0.0;
@@ -87,90 +69,34 @@ double demo_mem_bytes(const nsp_model_t *model, int ranks, double workspace, dou
     return cost.fixed_mem_bytes + tokens * cost.act_bytes_keep;
 }
 
-/* Best thread CPU time of fwd + bwd over `tokens` tokens packed as
- * sequences of `s` tokens (the way a level's kernel call sees them). */
-static nsp_status_t kernel_time(const nsp_attn_params_t *a, int64_t s, int64_t tokens,
-                                double *best)
-{
-    const int     n = (int)(tokens / s);
-    const size_t  T = (size_t)n * (size_t)s;
-    const size_t  wq = T * (size_t)a->q_heads * (size_t)a->head_dim;
-    const size_t  wk = T * (size_t)a->kv_heads * (size_t)a->head_dim;
-    int64_t      *cu = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    float *q = malloc(wq * 4), *o = malloc(wq * 4), *dout = malloc(wq * 4), *dq = malloc(wq * 4);
-    float *k = malloc(wk * 4), *v = malloc(wk * 4), *dk = malloc(wk * 4), *dv = malloc(wk * 4);
-    float *lse = malloc(T * (size_t)a->q_heads * 4);
-    nsp_status_t status = NSP_OK;
-
-    *best = INFINITY;
-    if (!cu || !q || !o || !dout || !dq || !k || !v || !dk || !dv || !lse) {
-        status = nsp_error(NSP_ERR_NO_MEMORY, "calibration: cannot allocate %zu tokens", T);
-        goto out;
-    }
-    for (int i = 0; i <= n; ++i) {
-        cu[i] = (int64_t)i * s;
-    }
-    demo_fill(1, 0, 0, 0, (int64_t)T, a->q_heads, a->head_dim, q);
-    demo_fill(1, 1, 0, 0, (int64_t)T, a->kv_heads, a->head_dim, k);
-    demo_fill(1, 2, 0, 0, (int64_t)T, a->kv_heads, a->head_dim, v);
-    demo_fill(1, 3, 0, 0, (int64_t)T, a->q_heads, a->head_dim, dout);
-    for (int rep = 0; rep < CALIB_KERNEL_REPS; ++rep) {
-        double t0 = demo_thread_cpu();
-        NSP_CHECK_GOTO(nsp_attn_fwd(a, n, cu, q, k, v, o, lse), status, out);
-        NSP_CHECK_GOTO(nsp_attn_bwd(a, n, cu, q, k, v, o, lse, dout, dq, dk, dv), status, out);
-        *best = fmin(*best, demo_thread_cpu() - t0);
-    }
-out:
-    free(cu), free(q), free(o), free(dout), free(dq), free(k), free(v), free(dk), free(dv);
-    free(lse);
-    return status;
-}
-
 nsp_status_t demo_calib_kernel(const nsp_attn_params_t *a, demo_calib_t *calib)
 {
-    /* Packed batches of 4096 tokens in sequences of 32 .. 2048 tokens: the
-     * seconds per token y = t / T is fitted to a + b s (least squares on
-     * the relative error, weights 1 / y^2), i.e. t(s) = a s + b s^2 per
-     * sequence. */
+    /* Packed batches of 4096 tokens in sequences of 32 .. 2048 tokens,
+     * fitted by nsp_calibrate's code to t(s) = a s + b s^2 per sequence. */
     static const int64_t len[DEMO_CALIB_LENGTHS] = {32, 128, 512, 2048};
-    const int64_t        tokens = 4096;
-    double               sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, det, b, lin;
-    nsp_model_t          m;
-    nsp_cluster_t        c;
-    nsp_cost_t           cost;
     demo_config_t        cfg;
+    nsp_model_t          m;
+    calib_fit_t          fit;
+    nsp_status_t         status;
 
-    calib->kern_tokens = tokens;
+    status = calib_kernel_fit(a, len, DEMO_CALIB_LENGTHS, 4096, CALIB_KERNEL_REPS, &fit);
+    if (status != NSP_OK) { /* logged where decided; the demo's way out added */
+        char why[512];
+        snprintf(why, sizeof(why), "%s", nsp_last_error());
+        return nsp_error_quiet(status, "kernel calibration: %s; give rates with --cluster-file",
+                               why);
+    }
+    calib->kern_tokens = fit.tokens;
     for (int i = 0; i < DEMO_CALIB_LENGTHS; ++i) {
-        double t, y, w;
-        NSP_CHECK(kernel_time(a, len[i], tokens, &t));
-        calib->kern_len[i] = len[i];
-        calib->kern_s[i]   = t;
-        y = t / (double)((tokens / len[i]) * len[i]);
-        w = 1.0 / (y * y);
-        sw += w, sx += w * (double)len[i], sy += w * y;
-        sxx += w * (double)len[i] * (double)len[i], sxy += w * (double)len[i] * y;
+        calib->kern_len[i] = fit.len[i];
+        calib->kern_s[i]   = fit.fwd_bwd_s[i];
     }
-    det = sw * sxx - sx * sx;
-    b   = det > 0 ? (sw * sxy - sx * sy) / det : 0.0;
-    if (!(b > 0)) {
-        return nsp_error(NSP_ERR_INTERNAL, "kernel calibration: the time per token does not "
-                         "grow with the length (%.3g s for %lld tokens at length %lld, %.3g s "
-                         "at %lld); is the machine overloaded? give rates with --cluster-file",
-                         calib->kern_s[0], (long long)tokens, (long long)len[0],
-                         calib->kern_s[DEMO_CALIB_LENGTHS - 1],
-                         (long long)len[DEMO_CALIB_LENGTHS - 1]);
-    }
-    calib->per_token_s = fmax(0.0, (sy - b * sx) / sw);
-    calib->attn_flops  = 7.0 * a->q_heads * a->head_dim / b;
+    calib->per_token_s = fit.a;
+    calib->attn_flops  = 7.0 * a->q_heads * a->head_dim / fit.b;
     memset(&cfg, 0, sizeof(cfg));
     cfg.q_heads = a->q_heads, cfg.kv_heads = a->kv_heads, cfg.head_dim = a->head_dim;
     demo_model(&cfg, &m);
-    placeholder_cluster(1, &c);
-    NSP_CHECK(nsp_cost_init(&cost, &m, &c));
-    lin = cost.lin_flops_per_token;
-    calib->gemm_flops = calib->per_token_s > 0 ? lin / calib->per_token_s : 1e30;
-    return NSP_OK;
+    return calib_gemm_from_kernel(&m, calib->per_token_s, &calib->gemm_flops);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -325,7 +251,7 @@ static nsp_status_t calib_plan(const demo_t *demo, int64_t seq_len, int d, nsp_p
     for (int i = 0; i < n; ++i) {
         lens[i] = seq_len;
     }
-    placeholder_cluster(demo->cfg.ranks, &c);
+    calib_placeholder_cluster(demo->cfg.ranks, &c);
     memset(&pp, 0, sizeof(pp));
     pp.kind          = NSP_PLANNER_STATIC;
     pp.field_mask    = NSP_PLANNER_FIELD_STATIC_DEGREE | NSP_PLANNER_FIELD_STATIC_RECOMPUTE;
@@ -336,19 +262,13 @@ static nsp_status_t calib_plan(const demo_t *demo, int64_t seq_len, int d, nsp_p
     return status;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-
-    return a < b ? -1 : a > b;
-}
-
 /* Over repetitions, of the mean over ranks of a field: the minimum for CPU
  * times (the run least disturbed by other work on the machine), the median
  * for bytes and wall time. */
 static double sample_median(const calib_ctx_t *cx, int k, int nranks, int field)
 {
-    double v[CALIB_XCHG_REPS];
+    double       v[CALIB_XCHG_REPS];
+    perf_stats_t st;
 
     for (int rep = 0; rep < CALIB_XCHG_REPS; ++rep) {
         const calib_sample_t *s = &cx->samples[((size_t)k * CALIB_XCHG_REPS + (size_t)rep) *
@@ -361,8 +281,8 @@ static double sample_median(const calib_ctx_t *cx, int k, int nranks, int field)
         }
         v[rep] = field == 2 ? t1 - t0 : sum / nranks;
     }
-    qsort(v, CALIB_XCHG_REPS, sizeof(double), cmp_double);
-    return field == 0 ? v[0] : v[CALIB_XCHG_REPS / 2];
+    perf_stats_of(v, CALIB_XCHG_REPS, &st);
+    return field == 0 ? st.min : st.median;
 }
 
 nsp_status_t demo_calib_exchange(demo_t *demo, int s)

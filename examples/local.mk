@@ -18,7 +18,7 @@ examples_nsp_demo_SOURCES = \
 	perf/svg.h
 examples_nsp_demo_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/perf -I$(top_srcdir)/tools \
 	-DNSP_DEMO_DATADIR='"$(abs_top_srcdir)/data"'
-examples_nsp_demo_LDADD = tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
+examples_nsp_demo_LDADD = perf/libnspperf.la tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
 
 # A fast smoke test of the demo (TAP): 3 ranks, tiny sizes.
 TESTS += tests/demo/test_demo.sh

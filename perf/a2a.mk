@@ -2,9 +2,10 @@
 # MPI_Alltoallv side by side when Open MPI is found (NSP_MPI).
 if NSP_COMM
 noinst_PROGRAMS += perf/nsp_a2a_perf
-perf_nsp_a2a_perf_SOURCES = perf/nsp_a2a_perf.c
-perf_nsp_a2a_perf_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools -DNSP_DATADIR='"$(abs_top_srcdir)/data"'
-perf_nsp_a2a_perf_LDADD = tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
+perf_nsp_a2a_perf_SOURCES = perf/nsp_a2a_perf.c perf/a2a_perf.h perf/a2a_data.c perf/a2a_plans.c \
+	perf/a2a_nested.c perf/a2a_levels.c perf/a2a_tp.c perf/a2a_mpi.c
+perf_nsp_a2a_perf_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/perf -I$(top_srcdir)/tools -DNSP_DATADIR='"$(abs_top_srcdir)/data"'
+perf_nsp_a2a_perf_LDADD = perf/libnspperf.la tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
 if NSP_MPI
 perf_nsp_a2a_perf_CPPFLAGS += $(MPI_CFLAGS)
 perf_nsp_a2a_perf_LDADD += $(MPI_LIBS)
@@ -16,6 +17,6 @@ dist_noinst_SCRIPTS += perf/a2a_compare.sh
 if NSP_COMM
 noinst_PROGRAMS += perf/nsp_calibrate
 perf_nsp_calibrate_SOURCES = perf/nsp_calibrate.c
-perf_nsp_calibrate_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
-perf_nsp_calibrate_LDADD = tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
+perf_nsp_calibrate_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/perf -I$(top_srcdir)/tools
+perf_nsp_calibrate_LDADD = perf/libnspperf.la tools/libnsptools.la libnspcomm.la libnspcomm_planner.la -lm
 endif

@@ -18,8 +18,16 @@
  *    linear layers, like the demo);
  *  - the overlap efficiency eta: the top level's large all-to-all posted,
  *    the kernel run meanwhile, against each alone:
- *    eta = (T_comm + T_comp - T_both) / min(T_comm, T_comp), in [0, 1].
+ *    eta = (T_comm + T_comp - T_both) / min(T_comm, T_comp), in [0, 1];
+ *  - the per-round fixed cost round_fixed_s, what every micro-batch repeats
+ *    (docs/cost-model.md section 8): the weight collectives of ZeRO-3/FSDP
+ *    (a world all-to-all of the all-gather's bytes per rank, (1 - eta) x 3
+ *    of it) and the kernel launches (layers x launches x one launch).
+ * The kernel measurements are perf/calib.h's (the demo makes the same),
+ * the launcher, table and JSON helpers perf/common.h's.
  */
+#include "calib.h"
+#include "common.h"
 #include "nc_enter.h"
 #include "nsp_launch.h"
 #include "nsp_opt.h"
@@ -32,6 +40,7 @@
 #include "planner/cost.h"
 #include "planner/planner_io.h"
 #include "transport/request.h"      /* nsp_now_s */
+#include "transport/comm.h"          /* nsp_comm_tp */
 #include "transport/transport.h"
 
 #include <errno.h>
@@ -44,9 +53,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define CAL_PROG       "nsp_calibrate"
 #define CAL_MAX_LEVELS 16
 #define CAL_MAX_REPS   32
-#define CAL_NLENS      4
 #define CAL_SMALL      64 /* bytes per peer of the latency exchange */
 
 typedef struct cal_opts {
@@ -60,6 +69,10 @@ typedef struct cal_opts {
     int         reps;
     double      mem_bytes;
     int64_t     kernel_tokens; /* tokens per timed kernel call, a multiple of 2048 */
+    const char *model;      /* --model: preset the round cost is for; NULL: the attention layer */
+    int         launches;   /* kernels per layer per micro-batch; 0: the default */
+    double      launch_s;   /* --launch-s: seconds per kernel launch as given; 0: measured */
+    size_t      round_max_bytes; /* the weight collective measured at most this per rank */
 } cal_opts_t;
 
 /* What every rank measures; rank 0 gathers them. Times in seconds. */
@@ -68,127 +81,16 @@ typedef struct cal_rank {
     int    degree[CAL_MAX_LEVELS];
     double small[CAL_MAX_LEVELS][CAL_MAX_REPS], large[CAL_MAX_LEVELS][CAL_MAX_REPS];
     double comm_s[CAL_MAX_REPS], comp_s[CAL_MAX_REPS], both_s[CAL_MAX_REPS]; /* overlap, wall */
+    double weights_s[CAL_MAX_REPS]; /* the world collective of the round cost, wall */
     int    scratch[256];           /* room for one int per rank (an allgather) */
 } cal_rank_t;
 
 /* Rank 0's own extra measurements. */
 typedef struct cal_kernel {
-    int64_t len[CAL_NLENS];
-    double  fwd_bwd_s[CAL_NLENS]; /* thread CPU, best of 3, for `tokens` tokens */
-    int64_t tokens;
-    double  a, b;                 /* t(s) = a s + b s^2 per sequence */
-    double  gemm_flops, gemm_n;
+    calib_fit_t fit;              /* t(s) = a s + b s^2 per sequence, thread CPU */
+    double      gemm_flops, gemm_n;
+    double      launch_s;         /* seconds per kernel launch (measured or --launch-s) */
 } cal_kernel_t;
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-/* Median of v[n] (sorted in place). */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* ---- the kernel -------------------------------------------------------- */
-
-/* Attention buffers of T tokens ([T][heads][D] float32). */
-typedef struct cal_bufs {
-    float  *q, *k, *v, *o, *dout, *dq, *dk, *dv, *lse;
-    int64_t *cu;
-} cal_bufs_t;
-
-static void bufs_free(cal_bufs_t *b)
-{
-    free(b->q), free(b->k), free(b->v), free(b->o), free(b->dout);
-    free(b->dq), free(b->dk), free(b->dv), free(b->lse), free(b->cu);
-    memset(b, 0, sizeof(*b));
-}
-
-static nsp_status_t bufs_alloc(const nsp_attn_params_t *a, int64_t s, int n, cal_bufs_t *b)
-{
-    size_t T = (size_t)n * (size_t)s, wq = T * (size_t)a->q_heads * (size_t)a->head_dim;
-    size_t wk = T * (size_t)a->kv_heads * (size_t)a->head_dim;
-
-    memset(b, 0, sizeof(*b));
-    b->q = calloc(wq, 4), b->o = calloc(wq, 4), b->dout = calloc(wq, 4), b->dq = calloc(wq, 4);
-    b->k = calloc(wk, 4), b->v = calloc(wk, 4), b->dk = calloc(wk, 4), b->dv = calloc(wk, 4);
-    b->lse = calloc(T * (size_t)a->q_heads, 4);
-    b->cu  = calloc((size_t)n + 1, sizeof(int64_t));
-    if (!b->q || !b->o || !b->dout || !b->dq || !b->k || !b->v || !b->dk || !b->dv || !b->lse ||
-        !b->cu) {
-        bufs_free(b);
-        return nsp_error(NSP_ERR_NO_MEMORY, "calibrate: no memory for %zu tokens", T);
-    }
-    for (size_t i = 0; i < wq; ++i) {
-        b->q[i] = b->dout[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    }
-    for (size_t i = 0; i < wk; ++i) {
-        b->k[i] = b->v[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
-    }
-    for (int i = 0; i <= n; ++i) {
-        b->cu[i] = (int64_t)i * s;
-    }
-    return NSP_OK;
-}
-
-static nsp_status_t kernel_run(const nsp_attn_params_t *a, int n, cal_bufs_t *b)
-{
-    NSP_CHECK(nsp_attn_fwd(a, n, b->cu, b->q, b->k, b->v, b->o, b->lse));
-    return nsp_attn_bwd(a, n, b->cu, b->q, b->k, b->v, b->o, b->lse, b->dout, b->dq, b->dk,
-                        b->dv);
-}
-
-/* Best thread CPU of fwd + bwd over `tokens` tokens in sequences of s. */
-static nsp_status_t kernel_time(const nsp_attn_params_t *a, int64_t s, int64_t tokens,
-                                double *best)
-{
-    int          n = (int)(tokens / s);
-    cal_bufs_t   b;
-    nsp_status_t status = NSP_OK;
-
-    NSP_CHECK(bufs_alloc(a, s, n, &b));
-    *best = INFINITY;
-    for (int rep = 0; rep < 3 && status == NSP_OK; ++rep) {
-        double t0 = nsp_thread_cpu_s();
-        status    = kernel_run(a, n, &b);
-        *best     = fmin(*best, nsp_thread_cpu_s() - t0);
-    }
-    bufs_free(&b);
-    return status;
-}
-
-/* Fit t/T = a + b s (weights 1/y^2: least squares on the relative error). */
-static nsp_status_t kernel_fit(const cal_opts_t *o, const nsp_attn_params_t *a,
-                               cal_kernel_t *k)
-{
-    static const int64_t len[CAL_NLENS] = {64, 256, 1024, 2048};
-    double               sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, det;
-
-    k->tokens = o->kernel_tokens;
-    for (int i = 0; i < CAL_NLENS; ++i) {
-        double y, w;
-        NSP_CHECK(kernel_time(a, len[i], k->tokens, &k->fwd_bwd_s[i]));
-        k->len[i] = len[i];
-        y = k->fwd_bwd_s[i] / (double)k->tokens;
-        w = 1.0 / (y * y);
-        sw += w, sx += w * (double)len[i], sy += w * y;
-        sxx += w * (double)len[i] * (double)len[i], sxy += w * (double)len[i] * y;
-    }
-    det  = sw * sxx - sx * sx;
-    k->b = det > 0 ? (sw * sxy - sx * sy) / det : 0.0;
-    k->a = fmax(0.0, (sy - k->b * sx) / sw);
-    if (!(k->b > 0)) {
-        return nsp_error(NSP_ERR_INTERNAL, "calibrate: the kernel's time per token does not grow "
-                         "with the length (%.3g s at %lld, %.3g s at %lld): overloaded machine?",
-                         k->fwd_bwd_s[0], (long long)len[0], k->fwd_bwd_s[CAL_NLENS - 1],
-                         (long long)len[CAL_NLENS - 1]);
-    }
-    return NSP_OK;
-}
 
 /* A blocked float32 GEMM C += A B of n x n: FLOP/s of thread CPU, best of 3. */
 static nsp_status_t gemm_rate(int n, double *flops)
@@ -327,7 +229,7 @@ static nsp_status_t measure_overlap(nsp_comm_t *world, nsp_tree_t *tree, const c
     nsp_tp_alltoallv_t args;
     nsp_request_t     *req = NULL;
     cal_a2a_t          x;
-    cal_bufs_t         b;
+    calib_bufs_t       b;
     double             t0, one;
     nsp_status_t       status;
 
@@ -336,25 +238,25 @@ static nsp_status_t measure_overlap(nsp_comm_t *world, nsp_tree_t *tree, const c
     }
     NSP_CHECK(level_tp(tree, top, &tp, &d));
     NSP_CHECK(a2a_alloc(d, o->bytes, &x));
-    NSP_CHECK_GOTO(bufs_alloc(a, 256, 64, &b), status, out_a2a);
+    NSP_CHECK_GOTO(calib_bufs_alloc(a, 256, 64, &b), status, out_a2a);
     a2a_args(&x, o->bytes, &args);
     NSP_CHECK_GOTO(a2a_once(world, tree, top, o->bytes, &x, 0x720000u, &one), status, out);
     t0 = nsp_now_s();
-    NSP_CHECK_GOTO(kernel_run(a, 1, &b), status, out);
+    NSP_CHECK_GOTO(calib_kernel_run(a, 1, &b), status, out);
     n = (int)fmin(64.0, fmax(1.0, round(one / fmax(nsp_now_s() - t0, 1e-6))));
     NSP_CHECK_GOTO(nsp_comm_allgather(world, &n, me->scratch, sizeof(int)), status, out);
     n = me->scratch[0]; /* rank 0's choice, the same everywhere */
     for (int r = 0; r < o->reps; ++r) {
         NSP_CHECK_GOTO(nsp_comm_barrier(world), status, out);
         t0 = nsp_now_s();
-        NSP_CHECK_GOTO(kernel_run(a, n, &b), status, out);
+        NSP_CHECK_GOTO(calib_kernel_run(a, n, &b), status, out);
         me->comp_s[r] = nsp_now_s() - t0;
         NSP_CHECK_GOTO(a2a_once(world, tree, top, o->bytes, &x, 0x720000u, &me->comm_s[r]),
                        status, out);
         NSP_CHECK_GOTO(nsp_comm_barrier(world), status, out);
         t0 = nsp_now_s();
         NSP_CHECK_GOTO(tp->ops->alltoallv_post(tp, &args, 0x730000u, NULL, &req), status, out);
-        NSP_CHECK_GOTO(kernel_run(a, n, &b), status, out);
+        NSP_CHECK_GOTO(calib_kernel_run(a, n, &b), status, out);
         status = nsp_request_wait(req);
         nsp_request_free(req);
         req            = NULL;
@@ -363,7 +265,7 @@ static nsp_status_t measure_overlap(nsp_comm_t *world, nsp_tree_t *tree, const c
     }
 out:
     nsp_request_free(req);
-    bufs_free(&b);
+    calib_bufs_free(&b);
 out_a2a:
     a2a_free(&x);
     return status;
@@ -377,10 +279,24 @@ typedef struct cal_level {
     double lat_s, large_s, bw;
 } cal_level_t;
 
+/* The per-round fixed cost (docs/cost-model.md section 8), seconds:
+ * fixed_s = weights_hidden x 3 x coll_s + layers x launches x launch_s. */
+typedef struct cal_round {
+    double bytes;          /* (N-1)/N b P_dense: one weight collective per rank */
+    double measured_bytes; /* what the measured collective moved per rank */
+    double measured_s;     /* its time: slowest rank, median */
+    double coll_s;         /* one collective of `bytes` (scaled from the measured one) */
+    double weights_s;      /* what of the 3 collectives does not hide: (1 - eta) x 3 coll_s */
+    int    layers, launches;
+    double launch_s, fixed_s;
+    int    no_weights;     /* --gemm kernel: the runs have no weights to move */
+} cal_round_t;
+
 typedef struct cal_result {
     cal_level_t  level[CAL_MAX_LEVELS];
     int          nlevels, ranks, per_node, nnodes, intra, inter; /* intra/inter: level index or -1 */
     double       comm_s, comp_s, both_s, eta;
+    cal_round_t  round;
     cal_kernel_t k;
     nsp_cluster_t c;
 } cal_result_t;
@@ -399,7 +315,18 @@ static double slowest_median(const cal_opts_t *o, const cal_rank_t *all, int nra
             v[rep]          = fmax(v[rep], x[rep]);
         }
     }
-    return median(v, o->reps);
+    return perf_median(v, o->reps);
+}
+
+/* The large exchange's time beyond the latency. When noise leaves less
+ * than a tenth of T_large beyond T_small (a loaded machine: the medians of
+ * the two exchanges need not even be in order), all of T_large counts as
+ * transfer: a lower bound on the bandwidth, never an absurd one. */
+static double level_beyond_s(const cal_level_t *L)
+{
+    double beyond = L->large_s - L->lat_s;
+
+    return beyond > 0.1 * L->large_s ? beyond : fmax(L->large_s, 1e-9);
 }
 
 static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks, cal_result_t *r)
@@ -421,12 +348,12 @@ static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks
                 t[rep] = fmax(t[rep], all[k].large[l][rep]);
             }
         }
-        L->lat_s   = median(s, o->reps);
-        L->large_s = median(t, o->reps);
+        L->lat_s   = perf_median(s, o->reps);
+        L->large_s = perf_median(t, o->reps);
         /* bytes a rank sends to its d-1 peers, per second beyond the latency,
          * in the cost model's unit (bf16 elements: 2 bytes) */
-        L->bw = (L->degree - 1.0) * (double)(o->bytes - CAL_SMALL) /
-                fmax(L->large_s - L->lat_s, 1e-9) * (NSP_COST_DTYPE_BYTES / (double)o->elem_bytes);
+        L->bw = (L->degree - 1.0) * (double)(o->bytes - CAL_SMALL) / level_beyond_s(L) *
+                (NSP_COST_DTYPE_BYTES / (double)o->elem_bytes);
         if (!L->across) {
             r->intra = l;
         } else {
@@ -440,14 +367,100 @@ static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks
     r->eta = fmin(1.0, fmax(0.0, r->eta));
 }
 
-/* The demo's one-attention-layer model (examples/demo_calib.c). */
-static void attn_model(const cal_opts_t *o, nsp_model_t *m)
+/* The model the round cost is for: --model, else the attention layer the
+ * kernel is timed at (the demo's model: perf/calib.h). */
+static nsp_status_t round_model(const cal_opts_t *o, nsp_model_t *m)
 {
-    memset(m, 0, sizeof(*m));
-    snprintf(m->name, sizeof(m->name), "attn-%d-%d-%d", o->q_heads, o->kv_heads, o->head_dim);
-    m->layers = 1, m->hidden = o->q_heads * o->head_dim, m->ffn = m->hidden;
-    m->q_heads = o->q_heads, m->kv_heads = o->kv_heads, m->head_dim = o->head_dim;
-    m->params = (double)m->hidden * (2.0 * o->q_heads + 2.0 * o->kv_heads) * o->head_dim;
+    if (o->model != NULL) {
+        return nsp_model_preset(o->model, m);
+    }
+    calib_attn_model(o->q_heads, o->kv_heads, o->head_dim, m);
+    return NSP_OK;
+}
+
+/* Kernels per layer per micro-batch: --launches, else 100 for a model of
+ * a framework (the cost model's default) and 2 (forward, backward) for the
+ * attention layer alone. */
+static int round_launches(const cal_opts_t *o)
+{
+    return o->launches > 0 ? o->launches : o->model != NULL ? 100 : 2;
+}
+
+/* The bytes per rank of one weight collective: (N-1)/N of b P_dense in all,
+ * measured as a world all-to-all of `per_peer` bytes to each rank (the same
+ * bytes per rank as an all-gather), capped at --round-max-bytes per rank. */
+static nsp_status_t round_bytes(const cal_opts_t *o, int nranks, double *full, size_t *per_peer)
+{
+    nsp_model_t m;
+    double      w;
+
+    NSP_CHECK(round_model(o, &m));
+    NSP_CHECK(calib_dense_weight_bytes(&m, &w));
+    *full     = w * (nranks - 1.0) / nranks;
+    *per_peer = (size_t)ceil(fmin(w, (double)o->round_max_bytes) / nranks);
+    *per_peer = *per_peer > 0 ? *per_peer : 1;
+    return NSP_OK;
+}
+
+/* The world collective a micro-batch repeats: every rank at once, wall. */
+static nsp_status_t measure_round(nsp_comm_t *world, const cal_opts_t *o, cal_rank_t *me)
+{
+    nsp_tp_comm_t     *tp = nsp_comm_tp(world);
+    nsp_tp_alltoallv_t args;
+    cal_a2a_t          x;
+    double             full, t0;
+    size_t             per_peer;
+    int                n;
+    nsp_status_t       status = NSP_OK;
+
+    nsp_comm_size(world, &n);
+    if (n < 2) {
+        return NSP_OK;
+    }
+    NSP_CHECK(round_bytes(o, n, &full, &per_peer));
+    NSP_CHECK(a2a_alloc(n, per_peer, &x));
+    a2a_args(&x, per_peer, &args);
+    for (int r = -1; r < o->reps && status == NSP_OK; ++r) { /* r = -1: warm-up */
+        status = nsp_comm_barrier(world);
+        t0     = nsp_now_s();
+        if (status == NSP_OK) {
+            status = nsp_tp_alltoallv(tp, &args, 0x740000u);
+        }
+        if (r >= 0) {
+            me->weights_s[r] = nsp_now_s() - t0;
+        }
+    }
+    a2a_free(&x);
+    return status;
+}
+
+/* The round cost from the measured collective (every rank measured it;
+ * rank 0 measured the launch): a collective of `bytes` costs the latency of
+ * the top level plus the measured time beyond it scaled by the bytes. */
+static nsp_status_t reduce_round(const cal_opts_t *o, const cal_rank_t *all, int nranks,
+                                 cal_result_t *r)
+{
+    cal_round_t *R = &r->round;
+    nsp_model_t  m;
+    size_t       per_peer;
+    double       lat = r->nlevels > 0 && r->level[r->nlevels - 1].degree >= 2
+                           ? r->level[r->nlevels - 1].lat_s : 0.0;
+
+    NSP_CHECK(round_model(o, &m));
+    R->layers     = m.layers;
+    R->launches   = round_launches(o);
+    R->launch_s   = r->k.launch_s;
+    R->no_weights = o->gemm_kernel;
+    if (nranks >= 2) {
+        NSP_CHECK(round_bytes(o, nranks, &R->bytes, &per_peer));
+        R->measured_bytes = (double)per_peer * (nranks - 1.0);
+        R->measured_s     = slowest_median(o, all, nranks, offsetof(cal_rank_t, weights_s));
+        R->coll_s = R->measured_bytes >= R->bytes ? R->measured_s
+                  : lat + fmax(0.0, R->measured_s - lat) * R->bytes / R->measured_bytes;
+        R->weights_s = (1.0 - r->eta) * NSP_COST_ROUND_WEIGHT_PASSES * R->coll_s;
+    }
+    R->fixed_s = (R->no_weights ? 0.0 : R->weights_s) + R->layers * R->launches * R->launch_s;
+    return NSP_OK;
 }
 
 static nsp_status_t fill_cluster(const cal_opts_t *o, cal_result_t *r)
@@ -461,17 +474,12 @@ static nsp_status_t fill_cluster(const cal_opts_t *o, cal_result_t *r)
     c->ranks = r->ranks, c->ranks_per_node = r->per_node;
     c->mem_bytes  = o->mem_bytes > 0 ? o->mem_bytes
                   : (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / r->per_node;
-    c->attn_flops = 7.0 * o->q_heads * o->head_dim / r->k.b;
+    c->attn_flops = 7.0 * o->q_heads * o->head_dim / r->k.fit.b;
     c->gemm_flops = r->k.gemm_flops;
     if (o->gemm_kernel) {
         nsp_model_t m;
-        nsp_cost_t  cost;
-        nsp_cluster_t tmp = {.ranks = 1, .ranks_per_node = 1, .mem_bytes = 1e18,
-                             .gemm_flops = 1e12, .attn_flops = 1e12, .bw_intra = 1e9,
-                             .bw_inter = 1e9};
-        attn_model(o, &m);
-        NSP_CHECK(nsp_cost_init(&cost, &m, &tmp));
-        c->gemm_flops = r->k.a > 0 ? cost.lin_flops_per_token / r->k.a : 1e30;
+        calib_attn_model(o->q_heads, o->kv_heads, o->head_dim, &m);
+        NSP_CHECK(calib_gemm_from_kernel(&m, r->k.fit.a, &c->gemm_flops));
     }
     if (li < 0) { /* one rank: no exchange at all */
         c->bw_intra = c->bw_inter = 1e30;
@@ -479,8 +487,29 @@ static nsp_status_t fill_cluster(const cal_opts_t *o, cal_result_t *r)
         c->bw_intra = r->level[li].bw, c->lat_intra = r->level[li].lat_s;
         c->bw_inter = r->level[lx].bw, c->lat_inter = r->level[lx].lat_s;
     }
-    c->overlap = r->eta;
+    c->overlap       = r->eta;
+    c->round_fixed_s = r->round.fixed_s;
     return NSP_OK;
+}
+
+/* Where round_fixed_s came from. */
+static void json_from_round(nsp_json_writer_t *w, const cal_opts_t *o, const cal_result_t *r)
+{
+    const cal_round_t *R = &r->round;
+    char               text[640], weights[320];
+
+    snprintf(weights, sizeof(weights), "(1 - eta %.2f) x %.0f x %.4g s: one weight collective "
+             "of %.4g bytes per rank ((N-1)/N of bf16 P_dense of %s), from a world all-to-all "
+             "of %.4g bytes per rank in %.4g s (slowest rank, median of %d)%s", r->eta,
+             NSP_COST_ROUND_WEIGHT_PASSES, R->coll_s, R->bytes,
+             o->model != NULL ? o->model : "the attention layer", R->measured_bytes,
+             R->measured_s, o->reps, R->no_weights ? "; not counted: --gemm kernel runs have "
+             "no weights to move" : "");
+    snprintf(text, sizeof(text), "%.4g s per round = %s + %d layers x %d launches x %.4g s (%s)",
+             R->fixed_s, r->ranks >= 2 ? weights : "one rank: no weight collective",
+             R->layers, R->launches, R->launch_s, o->launch_s > 0 ? "--launch-s as given"
+             : "median wall of a one-token kernel call, half for fwd and bwd");
+    nsp_json_string(w, "round_fixed_s", text);
 }
 
 static void json_from(nsp_json_writer_t *w, const cal_opts_t *o, const cal_result_t *r)
@@ -493,11 +522,11 @@ static void json_from(nsp_json_writer_t *w, const cal_opts_t *o, const cal_resul
              r->per_node, r->nnodes);
     nsp_json_string(w, "ranks_per_node", text);
     snprintf(text, sizeof(text), "7 n_q D / b of the kernel fit t(s) = a s + b s^2 (thread CPU "
-             "of fwd+bwd, b = %.4g s)", r->k.b);
+             "of fwd+bwd, b = %.4g s)", r->k.fit.b);
     nsp_json_string(w, "attn_flops", text);
     snprintf(text, sizeof(text), o->gemm_kernel ? "the kernel's per-token term a = %.4g s "
              "standing for the linear layers" : "blocked float32 GEMM of %.0f (thread CPU)",
-             o->gemm_kernel ? r->k.a : r->k.gemm_n);
+             o->gemm_kernel ? r->k.fit.a : r->k.gemm_n);
     nsp_json_string(w, "gemm_flops", text);
     for (int x = 0; x < 2 && li >= 0; ++x) {
         const cal_level_t *L = &r->level[x ? lx : li];
@@ -510,6 +539,7 @@ static void json_from(nsp_json_writer_t *w, const cal_opts_t *o, const cal_resul
                  L->degree, CAL_SMALL, L->lat_s);
         nsp_json_string(w, x ? "lat_inter" : "lat_intra", text);
     }
+    json_from_round(w, o, r);
     snprintf(text, sizeof(text), "top level's all-to-all %.4g s and the kernel %.4g s alone, "
              "%.4g s together: (comm + comp - both) / min", r->comm_s, r->comp_s, r->both_s);
     nsp_json_string(w, "overlap", text);
@@ -534,19 +564,31 @@ static void json_levels(nsp_json_writer_t *w, const cal_result_t *r)
     }
     nsp_json_end(w);
     nsp_json_begin_object(w, "_kernel", 0);
-    nsp_json_int(w, "tokens", r->k.tokens);
+    nsp_json_int(w, "tokens", r->k.fit.tokens);
     nsp_json_begin_array(w, "lengths", 1);
-    for (int i = 0; i < CAL_NLENS; ++i) {
-        nsp_json_int(w, NULL, r->k.len[i]);
+    for (int i = 0; i < r->k.fit.nlens; ++i) {
+        nsp_json_int(w, NULL, r->k.fit.len[i]);
     }
     nsp_json_end(w);
     nsp_json_begin_array(w, "fwd_bwd_s", 1);
-    for (int i = 0; i < CAL_NLENS; ++i) {
-        nsp_json_double(w, NULL, r->k.fwd_bwd_s[i]);
+    for (int i = 0; i < r->k.fit.nlens; ++i) {
+        nsp_json_double(w, NULL, r->k.fit.fwd_bwd_s[i]);
     }
     nsp_json_end(w);
-    nsp_json_double(w, "a_s_per_token", r->k.a);
-    nsp_json_double(w, "b_s_per_token2", r->k.b);
+    nsp_json_double(w, "a_s_per_token", r->k.fit.a);
+    nsp_json_double(w, "b_s_per_token2", r->k.fit.b);
+    nsp_json_end(w);
+    nsp_json_begin_object(w, "_round", 0);
+    perf_json_num(w, "weight_bytes_per_rank", r->round.bytes);
+    perf_json_num(w, "measured_bytes_per_rank", r->round.measured_bytes);
+    perf_json_num(w, "measured_s", r->round.measured_s);
+    perf_json_num(w, "collective_s", r->round.coll_s);
+    perf_json_num(w, "weights_s", r->round.weights_s);
+    nsp_json_bool(w, "weights_counted", !r->round.no_weights);
+    nsp_json_int(w, "layers", r->round.layers);
+    nsp_json_int(w, "launches_per_layer", r->round.launches);
+    perf_json_num(w, "launch_s", r->round.launch_s);
+    perf_json_num(w, "round_fixed_s", r->round.fixed_s);
     nsp_json_end(w);
 }
 
@@ -578,22 +620,33 @@ static nsp_status_t write_cluster(const cal_opts_t *o, const cal_result_t *r)
 
 static void print_result(const cal_opts_t *o, const cal_result_t *r)
 {
+    static const perf_col_t cols[] = {{"degree", "", 6, -1, 0},    {"where", "", 13, 0, 1},
+                                      {"lat_us", "", 10, 1, 0},    {"large_ms", "", 10, 3, 0},
+                                      {"bw_GB/s", "", 12, 4, 0}};
+    const cal_round_t      *R = &r->round;
+
     printf("# nsp_calibrate: %d ranks, %d per node, %d nodes; %zu bytes per peer, %d reps\n",
            r->ranks, r->per_node, r->nnodes, o->bytes, o->reps);
-    printf("# %6s  %-13s  %10s  %10s  %12s\n", "degree", "where", "lat_us", "large_ms",
-           "bw_GB/s");
+    perf_table_header(stdout, cols, 5);
     for (int l = 0; l < r->nlevels; ++l) {
         const cal_level_t *L = &r->level[l];
         if (L->degree >= 2) {
-            printf("  %6d  %-13s  %10.1f  %10.3f  %12.4f\n", L->degree,
-                   L->across ? "across nodes" : "inside a node", L->lat_s * 1e6,
-                   L->large_s * 1e3, L->bw / 1e9);
+            perf_cell_t row[] = {PERF_NUM(L->degree),
+                                 PERF_TEXT(L->across ? "across nodes" : "inside a node"),
+                                 PERF_NUM(L->lat_s * 1e6), PERF_NUM(L->large_s * 1e3),
+                                 PERF_NUM(L->bw / 1e9)};
+            perf_table_row(stdout, cols, 5, row);
         }
     }
     printf("# kernel fwd+bwd: t(s) = %.4g s + %.4g s^2 per sequence -> attn_flops %.4g; "
-           "gemm_flops %.4g\n", r->k.a, r->k.b, r->c.attn_flops, r->c.gemm_flops);
+           "gemm_flops %.4g\n", r->k.fit.a, r->k.fit.b, r->c.attn_flops, r->c.gemm_flops);
     printf("# overlap: comm %.2f ms, comp %.2f ms, both %.2f ms -> eta %.2f\n", r->comm_s * 1e3,
            r->comp_s * 1e3, r->both_s * 1e3, r->eta);
+    printf("# round: weight collective %.4g bytes/rank in %.3f ms (measured %.4g bytes in "
+           "%.3f ms)%s; %d layer(s) x %d launches x %.2f us -> round_fixed_s %.4g\n", R->bytes,
+           R->coll_s * 1e3, R->measured_bytes, R->measured_s * 1e3,
+           R->no_weights ? ", not counted (--gemm kernel)" : "", R->layers, R->launches,
+           R->launch_s * 1e6, R->fixed_s);
 }
 
 /* Rank 0: gather, fit, write, and load the file back as the planner would. */
@@ -604,6 +657,7 @@ static nsp_status_t finish(const cal_opts_t *o, const cal_rank_t *all, int nrank
 
     r->ranks = nranks;
     reduce_levels(o, all, nranks, r);
+    NSP_CHECK(reduce_round(o, all, nranks, r));
     NSP_CHECK(fill_cluster(o, r));
     NSP_CHECK(write_cluster(o, r));
     print_result(o, r);
@@ -629,10 +683,16 @@ static nsp_status_t rank_measure(nsp_comm_t *comm, nsp_tree_t *tree, const cal_o
     NSP_CHECK(nsp_comm_place(comm, rank, &me->node, NULL, &me->local_size));
     NSP_CHECK(measure_levels(comm, tree, o, me));
     NSP_CHECK(measure_overlap(comm, tree, o, &a, me));
+    NSP_CHECK(measure_round(comm, o, me));
     if (rank == 0) { /* alone on a core as far as the others wait at the barrier */
-        NSP_CHECK(kernel_fit(o, &a, &r->k));
+        static const int64_t lens[] = {64, 256, 1024, 2048};
+        NSP_CHECK(calib_kernel_fit(&a, lens, 4, o->kernel_tokens, 3, &r->k.fit));
         r->k.gemm_n = 256;
         NSP_CHECK(gemm_rate(256, &r->k.gemm_flops));
+        r->k.launch_s = o->launch_s;
+        if (!(o->launch_s > 0)) {
+            NSP_CHECK(calib_kernel_launch(&a, 200, &r->k.launch_s));
+        }
     }
     return nsp_comm_barrier(comm);
 }
@@ -712,9 +772,7 @@ static int cal_token(void)
  * at NSPCOMM_ROOT (node 0 of a namespace cluster, else loopback). */
 static int fork_ranks(const cal_opts_t *o)
 {
-    static nsp_launch_result_t res;
-    nsp_launch_t               l;
-    char                       root[64], num[16];
+    char root[64], num[16];
 
     if (cal_token() != 0) {
         return 1;
@@ -724,16 +782,8 @@ static int fork_ranks(const cal_opts_t *o)
     setenv("NSPCOMM_ROOT", root, 1);
     snprintf(num, sizeof(num), "%d", o->ranks);
     setenv("NSPCOMM_NRANKS", num, 1);
-    memset(&l, 0, sizeof(l));
-    l.nranks = o->ranks;
-    l.fn     = cal_rank;
-    l.arg    = (void *)o;
-    l.notify = 1;
-    if (nsp_launch_run(&l, &res) != NSP_OK) {
-        fprintf(stderr, "nsp_calibrate: %s\n", nsp_last_error());
-        return 1;
-    }
-    return nsp_launch_failed(&res) == 0 ? 0 : 1;
+    return perf_fork_ranks(&(perf_fork_t){.prog = CAL_PROG, .nranks = o->ranks,
+                                          .fn = cal_rank, .arg = (void *)o});
 }
 
 static void usage(FILE *f)
@@ -755,11 +805,17 @@ static void usage(FILE *f)
             "  --bytes B            bytes per peer of the bandwidth exchange (default 1048576)\n"
             "  --reps R             repetitions per exchange (default 5, at most %d)\n"
             "  --mem-bytes M        memory per rank (default: this host's RAM / ranks per node)\n"
-            "  --kernel-tokens T    tokens per timed kernel call, a multiple of 2048 (4096)\n",
+            "  --kernel-tokens T    tokens per timed kernel call, a multiple of 2048 (4096)\n"
+            "  --model NAME         model preset the per-round cost is for (its dense weights'\n"
+            "                       collectives, its layers); default: the attention layer timed\n"
+            "  --launches K         kernels per layer per micro-batch (default 100 with --model,\n"
+            "                       2 without: the attention forward and backward)\n"
+            "  --launch-s S         seconds per kernel launch, as given (default: measured on\n"
+            "                       the reference kernel; give the GPU's on GPUs)\n"
+            "  --round-max-bytes B  the weight collective is measured at most this per rank and\n"
+            "                       scaled by its bytes beyond (default 67108864)\n",
             CAL_MAX_REPS);
 }
-
-#define CAL_PROG "nsp_calibrate"
 
 /* --heads Q/KV: two counts, Q a multiple of KV (checked). */
 static nsp_status_t parse_heads(const char *v, cal_opts_t *o)
@@ -816,6 +872,20 @@ static nsp_status_t parse_one(const char *a, const char *v, cal_opts_t *o)
             return NSP_ERR_INVALID_ARG;
         }
         return NSP_OK;
+    } else if (strcmp(a, "--model") == 0) {
+        nsp_model_t m;
+        o->model = v;
+        if (nsp_model_preset(v, &m) != NSP_OK) {
+            fprintf(stderr, CAL_PROG ": --model %s: %s\n", v, nsp_last_error());
+            return NSP_ERR_INVALID_ARG;
+        }
+        return NSP_OK;
+    } else if (strcmp(a, "--launches") == 0) {
+        return nsp_opt_int(CAL_PROG, a, v, 1, 100000, &o->launches);
+    } else if (strcmp(a, "--launch-s") == 0) {
+        return nsp_opt_double(CAL_PROG, a, v, 0, 1, NSP_OPT_LO_OPEN, &o->launch_s);
+    } else if (strcmp(a, "--round-max-bytes") == 0) {
+        return nsp_opt_size(CAL_PROG, a, v, 1, (size_t)1 << 32, &o->round_max_bytes);
     } else if (strcmp(a, "--mem-bytes") == 0) {
         return nsp_opt_double(CAL_PROG, a, v, 0, 1e18, NSP_OPT_LO_OPEN, &o->mem_bytes);
     }
@@ -827,7 +897,8 @@ static int parse(int argc, char **argv, cal_opts_t *o)
 {
     *o = (cal_opts_t){.out = "nsp-cluster.json", .name = "calibrated", .q_heads = 8,
                       .kv_heads = 2, .head_dim = 64, .elem_bytes = 2, .bytes = 1u << 20,
-                      .reps = 5, .kernel_tokens = 4096};
+                      .reps = 5, .kernel_tokens = 4096,
+                      .round_max_bytes = (size_t)64 << 20};
     for (int i = 1; i < argc; i += 2) {
         const char  *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         nsp_status_t st;

@@ -16,6 +16,7 @@
  * --seqs M takes the first M sequences of a large enough draw instead of a
  * token budget.
  */
+#include "common.h"
 #include "nspcomm.h"
 #include "nsp_opt.h"
 
@@ -275,55 +276,88 @@ static int time_planner(const perf_config_t *cfg, const nsp_model_t *model,
     return 0;
 }
 
+/* The table's columns (perf/common.h). */
+static const perf_col_t table_cols[] = {
+    {"planner", "", 9, 0, 1},     {"ranks", "", 7, -1, 0},     {"seqs", "", 8, -1, 0},
+    {"tokens", "", 10, -1, 0},    {"min_ms", "", 10, 3, 0},    {"median_ms", "", 10, 3, 0},
+    {"max_ms", "", 10, 3, 0},     {"cpu_min", "", 8, 3, 0},    {"cpu_med", "", 8, 3, 0},
+    {"cpu_max", "", 8, 3, 0},     {"step_s", "", 10, 4, 0},    {"step/LB", "", 8, 3, 0},
+    {"rounds", "", 7, -1, 0},     {"flags", "", 0, 0, 1}};
+#define TABLE_NCOLS ((int)(sizeof(table_cols) / sizeof(table_cols[0])))
+
 static void print_table(const perf_config_t *cfg, int nseqs, int64_t tokens,
                         const perf_result_t *res, int nres)
 {
     printf("# nsp_plan_perf: %s on %d x %s, %lld tokens in %d sequences (%s), max length "
-           "%lld, seed %llu, %d repeats%s\n", cfg->model, cfg->ranks, cfg->cluster,
+           "%lld, seed %llu, %d repeats%s\n#\n", cfg->model, cfg->ranks, cfg->cluster,
            (long long)tokens, nseqs, cfg->workload, (long long)cfg->max_len,
            (unsigned long long)cfg->seed, cfg->repeats, cfg->ring ? ", rings allowed" : "");
-    printf("#\n# %-9s %7s %8s %10s %10s %10s %10s %8s %8s %8s %10s %8s %7s %s\n", "planner",
-           "ranks", "seqs", "tokens", "min_ms", "median_ms", "max_ms", "cpu_min", "cpu_med",
-           "cpu_max", "step_s", "step/LB", "rounds", "flags");
+    perf_table_header(stdout, table_cols, TABLE_NCOLS);
     for (int k = 0; k < nres; ++k) {
         const perf_result_t *r = &res[k];
-        printf("  %-9s %7d %8d %10lld %10.3f %10.3f %10.3f %8.3f %8.3f %8.3f %10.4f %8.3f %7d "
-               "%s%s\n", kind_names[r->kind], cfg->ranks, nseqs, (long long)tokens, r->min_ms,
-               r->median_ms, r->max_ms, r->cpu_min_ms, r->cpu_median_ms, r->cpu_max_ms, r->step_s,
-               r->lower_bound_s > 0 ? r->step_s / r->lower_bound_s : 0.0, r->rounds,
-               (r->flags & NSP_PLAN_FLAG_GREEDY_FALLBACK) ? "greedy-fallback " : "",
-               (r->flags & NSP_PLAN_FLAG_SOLVER_TIMEOUT) ? "solver-timeout" : "");
+        char                 flags[64];
+        snprintf(flags, sizeof(flags), "%s%s",
+                 (r->flags & NSP_PLAN_FLAG_GREEDY_FALLBACK) ? "greedy-fallback " : "",
+                 (r->flags & NSP_PLAN_FLAG_SOLVER_TIMEOUT) ? "solver-timeout" : "");
+        perf_cell_t cells[TABLE_NCOLS] = {
+            PERF_TEXT(kind_names[r->kind]), PERF_NUM(cfg->ranks), PERF_NUM(nseqs),
+            PERF_NUM(tokens), PERF_NUM(r->min_ms), PERF_NUM(r->median_ms), PERF_NUM(r->max_ms),
+            PERF_NUM(r->cpu_min_ms), PERF_NUM(r->cpu_median_ms), PERF_NUM(r->cpu_max_ms),
+            PERF_NUM(r->step_s), PERF_NUM(r->lower_bound_s > 0 ? r->step_s / r->lower_bound_s
+                                                               : 0.0),
+            PERF_NUM(r->rounds), PERF_TEXT(flags)};
+        perf_table_row(stdout, table_cols, TABLE_NCOLS, cells);
     }
     printf("# planning time: wall clock (min/median/max_ms) and thread CPU time (cpu_*, ms) of "
            "nsp_plan_create on one thread, over %d repeats\n", cfg->repeats);
 }
 
+/* The JSON (perf/common.h: numbers that always parse, strings escaped). */
 static int write_json(const perf_config_t *cfg, int nseqs, int64_t tokens,
                       const perf_result_t *res, int nres)
 {
-    FILE *f = fopen(cfg->json, "w");
+    perf_json_t        j;
+    nsp_json_writer_t *w = &j.w;
 
-    if (f == NULL) {
-        fprintf(stderr, "nsp_plan_perf: cannot write %s\n", cfg->json);
+    if (perf_json_open(&j, cfg->json) != NSP_OK) {
+        fprintf(stderr, "nsp_plan_perf: %s\n", nsp_last_error());
         return -1;
     }
-    fprintf(f, "{\"format\": \"nspcomm-plan-perf-v1\", \"config\": {\"model\": \"%s\", "
-            "\"cluster\": \"%s\", \"ranks\": %d, \"seqs\": %d, \"tokens\": %lld, "
-            "\"max_len\": %lld, \"seed\": %llu, \"repeats\": %d, \"enable_ring\": %s}, "
-            "\"results\": [", cfg->model, cfg->cluster, cfg->ranks, nseqs, (long long)tokens,
-            (long long)cfg->max_len, (unsigned long long)cfg->seed, cfg->repeats,
-            cfg->ring ? "true" : "false");
+    nsp_json_string(w, "format", "nspcomm-plan-perf-v1");
+    nsp_json_begin_object(w, "config", 1);
+    nsp_json_string(w, "model", cfg->model);
+    nsp_json_string(w, "cluster", cfg->cluster);
+    nsp_json_int(w, "ranks", cfg->ranks);
+    nsp_json_int(w, "seqs", nseqs);
+    nsp_json_int(w, "tokens", tokens);
+    nsp_json_int(w, "max_len", cfg->max_len);
+    nsp_json_int(w, "seed", (int64_t)cfg->seed);
+    nsp_json_int(w, "repeats", cfg->repeats);
+    nsp_json_bool(w, "enable_ring", cfg->ring);
+    nsp_json_end(w);
+    nsp_json_begin_array(w, "results", 0);
     for (int k = 0; k < nres; ++k) {
         const perf_result_t *r = &res[k];
-        fprintf(f, "%s{\"planner\": \"%s\", \"min_ms\": %.6f, \"median_ms\": %.6f, "
-                "\"max_ms\": %.6f, \"cpu_min_ms\": %.6f, \"cpu_median_ms\": %.6f, "
-                "\"cpu_max_ms\": %.6f, \"step_s\": %.9g, \"lower_bound_s\": %.9g, "
-                "\"rounds\": %d, \"flags\": %u}", k ? ", " : "", kind_names[r->kind], r->min_ms,
-                r->median_ms, r->max_ms, r->cpu_min_ms, r->cpu_median_ms, r->cpu_max_ms,
-                r->step_s, r->lower_bound_s, r->rounds, r->flags);
+        nsp_json_begin_object(w, NULL, 1);
+        nsp_json_string(w, "planner", kind_names[r->kind]);
+        perf_json_num(w, "min_ms", r->min_ms);
+        perf_json_num(w, "median_ms", r->median_ms);
+        perf_json_num(w, "max_ms", r->max_ms);
+        perf_json_num(w, "cpu_min_ms", r->cpu_min_ms);
+        perf_json_num(w, "cpu_median_ms", r->cpu_median_ms);
+        perf_json_num(w, "cpu_max_ms", r->cpu_max_ms);
+        perf_json_num(w, "step_s", r->step_s);
+        perf_json_num(w, "lower_bound_s", r->lower_bound_s);
+        nsp_json_int(w, "rounds", r->rounds);
+        nsp_json_int(w, "flags", r->flags);
+        nsp_json_end(w);
     }
-    fprintf(f, "]}\n");
-    return fclose(f) == 0 ? 0 : -1;
+    nsp_json_end(w);
+    if (perf_json_close(&j) != NSP_OK) {
+        fprintf(stderr, "nsp_plan_perf: %s\n", nsp_last_error());
+        return -1;
+    }
+    return 0;
 }
 
 /* The up-front estimate of the request, before the batch is drawn (tools/nsp_opt.h). */

@@ -11,6 +11,7 @@
  * Usage: nsp_rdv_perf [RANKS [REPS]]   (default 8 ranks, 30 repetitions)
  * Output: one table row and one JSON line.
  */
+#include "common.h"
 #include "nspcomm.h"
 #include "transport/bootstrap.h"
 
@@ -98,6 +99,35 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The table row and the JSON line (perf/common.h) of the sorted times. */
+static void report(int nranks, int reps, double *walls, double *ranks_s)
+{
+    static const perf_col_t cols[] = {{"ranks", "", 5, -1, 0},      {"reps", "", 5, -1, 0},
+                                      {"median_ms", "", 12, 3, 0},  {"p90_ms", "", 12, 3, 0},
+                                      {"max_ms", "", 12, 3, 0},     {"rank_med_ms", "", 14, 3, 0}};
+    nsp_json_writer_t       w;
+
+    qsort(walls, (size_t)reps, sizeof(double), cmp_double);
+    qsort(ranks_s, (size_t)reps, sizeof(double), cmp_double);
+    perf_cell_t row[] = {PERF_NUM(nranks), PERF_NUM(reps), PERF_NUM(1e3 * walls[reps / 2]),
+                         PERF_NUM(1e3 * walls[(reps * 9) / 10]), PERF_NUM(1e3 * walls[reps - 1]),
+                         PERF_NUM(1e3 * ranks_s[reps / 2])};
+    perf_table_header(stdout, cols, 6);
+    perf_table_row(stdout, cols, 6, row);
+    nsp_json_writer_init(&w, stdout, 0);
+    nsp_json_begin_object(&w, NULL, 1);
+    nsp_json_string(&w, "tool", "nsp_rdv_perf");
+    nsp_json_int(&w, "ranks", nranks);
+    nsp_json_int(&w, "reps", reps);
+    perf_json_num(&w, "median_ms", 1e3 * walls[reps / 2]);
+    perf_json_num(&w, "p90_ms", 1e3 * walls[(reps * 9) / 10]);
+    perf_json_num(&w, "max_ms", 1e3 * walls[reps - 1]);
+    perf_json_num(&w, "rank_median_ms", 1e3 * ranks_s[reps / 2]);
+    nsp_json_end(&w);
+    nsp_json_writer_finish(&w);
+    putchar('\n');
+}
+
 /* A whole number in [lo, hi] from text, or -1. */
 static long arg_long(const char *text, long lo, long hi)
 {
@@ -133,15 +163,6 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    qsort(walls, (size_t)reps, sizeof(double), cmp_double);
-    qsort(ranks_s, (size_t)reps, sizeof(double), cmp_double);
-    printf("# %5s %5s %12s %12s %12s %14s\n", "ranks", "reps", "median_ms", "p90_ms", "max_ms",
-           "rank_med_ms");
-    printf("  %5ld %5ld %12.3f %12.3f %12.3f %14.3f\n", nranks, reps, 1e3 * walls[reps / 2],
-           1e3 * walls[(reps * 9) / 10], 1e3 * walls[reps - 1], 1e3 * ranks_s[reps / 2]);
-    printf("{\"tool\": \"nsp_rdv_perf\", \"ranks\": %ld, \"reps\": %ld, \"median_ms\": %.3f, "
-           "\"p90_ms\": %.3f, \"max_ms\": %.3f, \"rank_median_ms\": %.3f}\n",
-           nranks, reps, 1e3 * walls[reps / 2], 1e3 * walls[(reps * 9) / 10],
-           1e3 * walls[reps - 1], 1e3 * ranks_s[reps / 2]);
+    report((int)nranks, (int)reps, walls, ranks_s);
     return 0;
 }

@@ -17,6 +17,7 @@
  * shipped in data/workloads, qwen3-30b-a3b on 64 H100, 32768 tokens per rank,
  * 10 batches, all three planners.
  */
+#include "common.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "planner/plan_internal.h"
@@ -339,6 +340,13 @@ static void print_header(const sim_config_t *cfg, const nsp_model_t *m, const ns
     fflush(stdout);
 }
 
+/* The table's columns (perf/common.h). */
+static const perf_col_t table_cols[] = {
+    {"planner", "", 9, 0, 0},      {"step_s", "(mean)", 12, 4, 0}, {"tokens/s", "", 13, 0, 0},
+    {"speedup", "(static)", 9, 0, 0}, {"gap(LB)", "(mean)", 9, 4, 0}, {"rounds", "(mean)", 7, 2, 0},
+    {"plan_ms", "(mean)", 12, 3, 0}, {"plan_ms", "(max)", 12, 3, 0}, {" notes", "", 0, 0, 1}};
+#define TABLE_NCOLS ((int)(sizeof(table_cols) / sizeof(table_cols[0])))
+
 static void print_table(const sim_config_t *cfg, const sim_row_t *rows, double tokens,
                         double lb_sum)
 {
@@ -349,14 +357,10 @@ static void print_table(const sim_config_t *cfg, const sim_row_t *rows, double t
             st = &rows[i];
         }
     }
-    printf("# %9s %12s %13s %9s %9s %7s %12s %12s  %s\n", "planner", "step_s", "tokens/s",
-           "speedup", "gap(LB)", "rounds", "plan_ms", "plan_ms", "notes");
-    printf("# %9s %12s %13s %9s %9s %7s %12s %12s\n", "", "(mean)", "", "(static)", "(mean)",
-           "(mean)", "(mean)", "(max)");
+    perf_table_header(stdout, table_cols, TABLE_NCOLS);
     for (int i = 0; i < cfg->nplanners; ++i) {
         const sim_row_t *r = &rows[i];
-        const double     mean = r->step_sum / r->n;
-        char             speedup[32] = "-", notes[96] = "";
+        char             speedup[32] = "-", notes[96] = " "; /* two spaces before notes */
 
         if (st != NULL) {
             snprintf(speedup, sizeof(speedup), "%.3f", st->step_sum / r->step_sum);
@@ -369,10 +373,12 @@ static void print_table(const sim_config_t *cfg, const sim_row_t *rows, double t
             snprintf(notes + strlen(notes), sizeof(notes) - strlen(notes),
                      "solver time limit hit in %d/%d", r->timeout, r->n);
         }
-        printf("  %9s %12.4f %13.0f %9s %9.4f %7.2f %12.3f %12.3f  %s\n",
-               planner_names[cfg->planners[i]], mean, tokens / r->step_sum, speedup,
-               r->gap_sum / r->n, r->rounds_sum / r->n, r->plan_ms_sum / r->n, r->plan_ms_max,
-               notes);
+        perf_cell_t cells[TABLE_NCOLS] = {
+            PERF_TEXT(planner_names[cfg->planners[i]]), PERF_NUM(r->step_sum / r->n),
+            PERF_NUM(tokens / r->step_sum), PERF_TEXT(speedup), PERF_NUM(r->gap_sum / r->n),
+            PERF_NUM(r->rounds_sum / r->n), PERF_NUM(r->plan_ms_sum / r->n),
+            PERF_NUM(r->plan_ms_max), PERF_TEXT(notes)};
+        perf_table_row(stdout, table_cols, TABLE_NCOLS, cells);
     }
     printf("#\n# lower bound (docs/design.md §5.2%s): mean %.4f s per step; gap = mean over batches of "
            "step / lower bound\n", cfg->ring ? ", rings allowed" : "", lb_sum / cfg->batches);
@@ -413,20 +419,20 @@ static void json_summary(nsp_json_writer_t *w, const sim_config_t *cfg, const si
         }
     }
     nsp_json_begin_object(w, "summary", 0);
-    nsp_json_double(w, "mean_lower_bound_s", lb_sum / cfg->batches);
+    perf_json_num(w, "mean_lower_bound_s", lb_sum / cfg->batches);
     nsp_json_begin_object(w, "planners", 0);
     for (int i = 0; i < cfg->nplanners; ++i) {
         const sim_row_t *r = &rows[i];
         nsp_json_begin_object(w, planner_names[cfg->planners[i]], 1);
-        nsp_json_double(w, "mean_step_s", r->step_sum / r->n);
-        nsp_json_double(w, "throughput_tokens_s", tokens / r->step_sum);
+        perf_json_num(w, "mean_step_s", r->step_sum / r->n);
+        perf_json_num(w, "throughput_tokens_s", tokens / r->step_sum);
         if (static_sum > 0) {
-            nsp_json_double(w, "speedup_vs_static", static_sum / r->step_sum);
+            perf_json_num(w, "speedup_vs_static", static_sum / r->step_sum);
         }
-        nsp_json_double(w, "mean_gap", r->gap_sum / r->n);
-        nsp_json_double(w, "mean_rounds", r->rounds_sum / r->n);
-        nsp_json_double(w, "plan_ms_mean", r->plan_ms_sum / r->n);
-        nsp_json_double(w, "plan_ms_max", r->plan_ms_max);
+        perf_json_num(w, "mean_gap", r->gap_sum / r->n);
+        perf_json_num(w, "mean_rounds", r->rounds_sum / r->n);
+        perf_json_num(w, "plan_ms_mean", r->plan_ms_sum / r->n);
+        perf_json_num(w, "plan_ms_max", r->plan_ms_max);
         nsp_json_int(w, "greedy_fallback_plans", r->greedy);
         nsp_json_int(w, "solver_timeout_plans", r->timeout);
         nsp_json_end(w);

@@ -20,6 +20,41 @@ check "nsp_calibrate --ranks 4 succeeds (exit $rc)" test $rc -eq 0
 check "it loads its file back with nsp_cluster_load" grep -q "nsp_cluster_load reads it back: t4, 4 ranks, 4 per node" "$tmp/out"
 check "the file: every key, its _from, levels 2 and 4 inside the node" \
     python3 "$top_srcdir/tests/netcluster/check_cluster.py" "$tmp/c.json" 4 4
+# The per-round fixed cost: the key the planner reads, with its _from note
+# and the raw figures under _round, and re-derived from them here.
+check "round_fixed_s: measured, noted, and (1 - eta) x 3 x collective + layers x launches x launch" \
+    python3 - "$tmp/c.json" <<'PY'
+import json, math, sys
+c = json.load(open(sys.argv[1]), parse_constant=lambda x: sys.exit("constant %s" % x))
+r = c["_round"]
+want = (1 - c["overlap"]) * 3 * r["collective_s"] + r["layers"] * r["launches_per_layer"] * r["launch_s"]
+assert c["round_fixed_s"] > 0 and "round_fixed_s" in c["_from"], c
+assert math.isclose(c["round_fixed_s"], want, rel_tol=1e-9), (c["round_fixed_s"], want)
+assert r["weights_counted"] and r["launches_per_layer"] == 2 and r["layers"] == 1
+assert r["measured_bytes_per_rank"] == r["weight_bytes_per_rank"] == 983040  # 8/2 heads x 64: (3/4) x 2 x 655360
+PY
+# A model larger than --round-max-bytes: measured at the cap, scaled up; the
+# kernel-only runs (--gemm kernel) count the launches alone.
+"$tool" --ranks 2 --bytes 65536 --reps 2 --kernel-tokens 2048 --model llama3-8b --round-max-bytes 1M \
+    --launch-s 4e-6 --gemm kernel --out "$tmp/m.json" >"$tmp/mout" 2>"$tmp/merr"
+rc=$?
+sed 's/^/# /' "$tmp/mout" | grep round
+check "--model llama3-8b --round-max-bytes 1M --gemm kernel succeeds (exit $rc)" test $rc -eq 0
+check "its weights are scaled from the cap; the key holds launches only (32 x 100 x 4 us)" \
+    python3 - "$tmp/m.json" <<'PY'
+import json, math, sys
+c = json.load(open(sys.argv[1]))
+r = c["_round"]
+assert r["weight_bytes_per_rank"] > 1e9 and r["measured_bytes_per_rank"] <= (1 << 20), r
+assert r["collective_s"] > r["measured_s"] and not r["weights_counted"], r
+assert math.isclose(c["round_fixed_s"], 32 * 100 * 4e-6, rel_tol=1e-9), c["round_fixed_s"]
+PY
+"$tool" --launches 0 >/dev/null 2>&1
+rc=$?
+check "--launches 0 is refused with exit 2 (got $rc)" test $rc -eq 2
+"$tool" --model no-such-model >/dev/null 2>&1
+rc=$?
+check "--model no-such-model is refused with exit 2 (got $rc)" test $rc -eq 2
 "$tool" --reps 0 >/dev/null 2>&1
 rc=$?
 check "--reps 0 is refused with exit 2 (got $rc)" test $rc -eq 2
