@@ -330,6 +330,12 @@ static nsp_status_t ucx_op_test(ucx_req_t *req, ucx_op_t *op)
  * which needs only peers still inside nspcomm (those that wait for them).
  * (ucp_worker_flush would not do: it returns at once when every interface
  * is flushed, and the shared-memory one ignores its endpoints' queues.)
+ * Only peers on this host: an endpoint to another host (tcp, UCX's peer
+ * error handling) also carries UCX's own traffic, which a peer that has
+ * moved on does not take (seen on the namespace cluster: such a flush
+ * waited 60 s in nsp_tree_create). What is owed to other hosts is sent by
+ * the progress thread, which such a world has and which progresses the
+ * worker every millisecond while nothing is in flight (ucx_progress.c).
  */
 static nsp_status_t ucx_flush_owed(ucx_world_t *w, double timeout_s)
 {
@@ -338,7 +344,8 @@ static nsp_status_t ucx_flush_owed(ucx_world_t *w, double timeout_s)
     for (int r = 0; r < w->nranks; ++r) {
         ucp_request_param_t param;
         void               *req;
-        if (w->peers[r].ep == NULL || ucx_failed(&w->peers[r]) != UCS_OK) {
+        if (w->peers[r].ep == NULL || !w->peers[r].same_host ||
+            ucx_failed(&w->peers[r]) != UCS_OK) {
             continue;
         }
         memset(&param, 0, sizeof(param));

@@ -1,6 +1,7 @@
 /*
  * The UCX progress thread (see ucx_progress.h). Polls every POLL_NS while
- * requests are in flight and nothing moved, every IDLE_NS when none are: on
+ * requests are in flight and nothing moved, every IDLE_NS when none are
+ * (what the rank still owes its peers after a collective goes out then): on
  * a host with more ranks than cores it must not take the cores the ranks
  * compute on.
  */
@@ -58,7 +59,16 @@ static void *progress_main(void *arg)
 
     while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
         struct timespec nap = {0, IDLE_NS};
-        if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) {
+        if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) == 0) {
+            /* Nothing in flight, but the rank may owe peers on other hosts
+             * protocol replies or the tail of a tcp send, and it may now be
+             * in another library (gloo) for a long time: one progress call
+             * per nap sends them. */
+            if (pthread_mutex_trylock(&p->lock) == 0) {
+                (void)ucp_worker_progress(p->worker);
+                pthread_mutex_unlock(&p->lock);
+            }
+        } else {
             nap.tv_nsec = POLL_NS;
             unsigned n = 0;
             if (now_ns() - __atomic_load_n(&p->touched_ns, __ATOMIC_ACQUIRE) > HANDOFF_NS &&
