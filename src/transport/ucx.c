@@ -63,6 +63,7 @@ typedef struct ucx_peer {
     int          same_host; /* 1: on this host (shared memory possible) */
     int          watch_pid; /* 1: same host and pid namespace: pid says if it lives */
     int          peer_mode; /* 1: endpoint has UCP_ERR_HANDLING_MODE_PEER */
+    int          flush_owed; /* 1: reached over shared memory alone (ucx_flush_owed) */
     pid_t        pid;
 } ucx_peer_t;
 
@@ -330,12 +331,13 @@ static nsp_status_t ucx_op_test(ucx_req_t *req, ucx_op_t *op)
  * which needs only peers still inside nspcomm (those that wait for them).
  * (ucp_worker_flush would not do: it returns at once when every interface
  * is flushed, and the shared-memory one ignores its endpoints' queues.)
- * Only peers on this host: an endpoint to another host (tcp, UCX's peer
- * error handling) also carries UCX's own traffic, which a peer that has
- * moved on does not take (seen on the namespace cluster: such a flush
- * waited 60 s in nsp_tree_create). What is owed to other hosts is sent by
- * the progress thread, which such a world has and which progresses the
- * worker every millisecond while nothing is in flight (ucx_progress.c).
+ * Only peers reached over shared memory alone (peer->flush_owed): flushing
+ * a tcp endpoint can wait on UCX's own traffic to a peer that has moved on
+ * (seen: 60 s in nsp_tree_create, over loopback tcp and across namespace
+ * nodes). What is owed over tcp is sent by the progress thread, which a
+ * world with peers on other hosts has (NSPCOMM_PROGRESS_THREAD=on gives
+ * one to a single-host tcp world): it progresses the worker every
+ * millisecond while nothing is in flight (ucx_progress.c).
  */
 static nsp_status_t ucx_flush_owed(ucx_world_t *w, double timeout_s)
 {
@@ -344,7 +346,7 @@ static nsp_status_t ucx_flush_owed(ucx_world_t *w, double timeout_s)
     for (int r = 0; r < w->nranks; ++r) {
         ucp_request_param_t param;
         void               *req;
-        if (w->peers[r].ep == NULL || !w->peers[r].same_host ||
+        if (w->peers[r].ep == NULL || !w->peers[r].flush_owed ||
             ucx_failed(&w->peers[r]) != UCS_OK) {
             continue;
         }
@@ -1001,6 +1003,21 @@ static void ucx_world_free(ucx_world_t *w, double timeout_s)
     free(w);
 }
 
+/* Mark the peers ucx_flush_owed flushes: on this host and reached over
+ * shared memory alone (the lanes UCX chose, transport/ucx_report.c). */
+static void ucx_mark_flush(ucx_world_t *w)
+{
+    char lanes[256];
+
+    for (int r = 0; r < w->nranks; ++r) {
+        if (w->peers[r].ep != NULL && w->peers[r].same_host) {
+            nsp_ucx_ep_lanes(w->peers[r].ep, lanes, sizeof(lanes));
+            w->peers[r].flush_owed = strstr(lanes, "memory") != NULL &&
+                                     strstr(lanes, "tcp") == NULL;
+        }
+    }
+}
+
 /* INFO: which UCX transports reach each peer (transport/ucx_report.c). */
 static void ucx_report(const ucx_world_t *w, int me)
 {
@@ -1063,6 +1080,7 @@ static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t 
     free(table);
     table = NULL;
     ucx_report(w, bs->rank);
+    ucx_mark_flush(w);
     NSP_CHECK_GOTO(ucx_start_thread(w, thread), status, err_free_world);
     NSP_DEBUG("ucx: world of %d ranks up (rank %d, address %zu bytes)", w->nranks, bs->rank,
               stride);
