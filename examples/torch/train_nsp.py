@@ -408,7 +408,8 @@ def main():
                                     "attn_wall_s": [], "attn_compute_s": [],
                                     "attn_wait_s": [], "allreduce_wall_s": []}
     # planners alternate step by step (each trains its own copy of the model),
-    # so a change of the machine's load falls on all of them alike
+    # so a change of the machine's load falls on all of them alike; the order
+    # rotates each step, so no planner always runs first
     for step in range(args.steps):
         lens = lens_of[step]
         tokens, targets = batch_tokens(lens, step)
@@ -416,7 +417,7 @@ def main():
             ref = Decoder(layers=args.layers)
             ref.load_state_dict(init.state_dict())
             ref_loss, ref_grads = reference_step(ref, lens, tokens, targets)
-        for kind in kinds:
+        for kind in kinds[step % len(kinds):] + kinds[:step % len(kinds)]:
             train_step(args, comm, tree, planner, runs[kind], report["planners"][kind], kind,
                        step, lens, tokens, targets,
                        (ref_loss, ref_grads) if step == 0 and rank == 0 else None, failed)
