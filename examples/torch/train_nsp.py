@@ -179,9 +179,33 @@ def reference_step(model, lens, tokens, targets):
 
 # ---- one distributed step -----------------------------------------------------
 
+def tally_attention(attn, stats, bytes_by_degree):
+    """Add every forward and backward call of `attn` (every layer) to
+    stats {"attn_wall_s", "attn_compute_s", "attn_wait_s"} (seconds on this
+    rank, from the op's nsp_nested_attn_stats_t) and bytes_by_degree
+    {degree: bytes this rank sent}."""
+    for name, key in (("forward", "last_fwd_stats"), ("backward", "last_bwd_stats")):
+        call = getattr(attn, name)
+
+        def counted(*a, _call=call, _key=key):
+            out = _call(*a)
+            st = getattr(attn, _key, None)
+            if st:
+                stats["attn_wall_s"] = stats.get("attn_wall_s", 0.0) + st["wall_s"]
+                stats["attn_compute_s"] = stats.get("attn_compute_s", 0.0) + st["compute_s"]
+                stats["attn_wait_s"] = stats.get("attn_wait_s", 0.0) + st["wait_s"]
+                for lv in st["levels"]:
+                    bytes_by_degree[lv["degree"]] = bytes_by_degree.get(lv["degree"], 0) + \
+                        lv["a2a_bytes"] + lv["ring_bytes"]
+            return out
+        setattr(attn, name, counted)
+
+
 def nsp_step(model, opt, comm, tree, plan, tokens, targets, stats, honour_recompute=True):
     """Forward/backward of every round on this rank, all-reduce, AdamW.
-    Returns (global loss, per-round CPU seconds of this rank, bytes by degree)."""
+    Returns (global loss, per-round CPU seconds of this rank, bytes by degree);
+    stats (a dict) gets the attention op's wall, kernel and wait seconds and
+    the gradient all-reduce's wall seconds ("allreduce_wall_s")."""
     ntgt = (targets != -100).sum()
     model.zero_grad()
     loss_sum = torch.zeros(())
@@ -191,33 +215,25 @@ def nsp_step(model, opt, comm, tree, plan, tokens, targets, stats, honour_recomp
         lay = nspcomm.Layout(plan, rnd, comm.rank)
         idx, pos = lay.token_index(), lay.position_ids()
         attn = nt.NestedAttention(tree, lay, 8, 2, 32)
-        calls = []
+        tally_attention(attn, stats, bytes_by_degree)
 
         def attend(q, k, v):
-            o = nt.nested_attention(q, k, v, attn)
-            calls.append(attn)
-            return o
+            return nt.nested_attention(q, k, v, attn)
         rec = lay.recompute_rows() if honour_recompute else None
         logits = model(tokens.index_select(0, idx), pos, attend, rec)
         loss = F.cross_entropy(logits, targets.index_select(0, idx), ignore_index=-100,
                                reduction="sum") / ntgt
-        fwd = attn.last_fwd_stats
         loss.backward()
-        bwd = attn.last_bwd_stats
-        for st in (fwd, bwd):
-            for lv in (st["levels"] if st else []):
-                bytes_by_degree[lv["degree"]] = bytes_by_degree.get(lv["degree"], 0) + \
-                    (lv["a2a_bytes"] + lv["ring_bytes"]) * len(model.blocks)
         attn.destroy()
         loss_sum += loss.detach()
         cpu.append(time.thread_time() - c0)
     c0 = time.thread_time()
-    # Leave nspcomm together before gloo takes over: a rank whose exchanges
-    # completed may still owe a peer UCX protocol progress (a rendezvous
-    # acknowledgement); the barrier progresses it (docs/pytorch.md §12).
-    comm.barrier()
+    # straight into gloo: an nspcomm call returns owing its peers nothing
+    # (docs/pytorch.md §12), so no barrier is needed between the libraries
     flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    a0 = time.time()
     dist.all_reduce(flat)                                   # gloo, sum over ranks
+    stats["allreduce_wall_s"] = time.time() - a0
     off = 0
     for p in model.parameters():
         p.grad.copy_(flat[off:off + p.numel()].view_as(p))
@@ -271,6 +287,53 @@ def memory_for(planner_model, cluster, tokens_per_rank):
     return max(p.predicted["rank_mem_bytes"])
 
 
+def train_step(args, comm, tree, planner, run, rec, kind, step, lens, tokens, targets, ref,
+               failed):
+    """One step of one planner on every rank; appends its figures to rec.
+    ref: (loss, grads) of the single-process run (rank 0, step 0), else None."""
+    model, opt = run
+    # rank 0 plans, every rank gets its plan (gloo: no nspcomm timeout while
+    # rank 0 solves the disjoint planner's MILP)
+    blob = [planner.plan(lens, kind=kind, time_limit_s=0.5).to_json()
+            if comm.rank == 0 else None]
+    dist.broadcast_object_list(blob, 0)
+    plan = nspcomm.Plan.from_json(blob[0])
+    comm.barrier()
+    w0 = time.time()
+    st = {}
+    loss, cpu, nbytes = nsp_step(model, opt, comm, tree, plan, tokens, targets, st)
+    wall = time.time() - w0
+    if ref is not None:
+        # the optimizer already stepped: compare the all-reduced grads it used
+        worst = max((p.grad - ref[1][n]).abs().max().item() /
+                    max(ref[1][n].abs().max().item(), 1e-30)
+                    for n, p in model.named_parameters())
+        rec["step0"] = {"loss": loss, "ref_loss": ref[0],
+                        "loss_err": abs(loss - ref[0]) / abs(ref[0]), "worst_grad_err": worst}
+        if worst > args.grad_tol or rec["step0"]["loss_err"] > args.grad_tol:
+            failed.append("%s step 0: loss %.6g vs %.6g, worst grad error %.3g" % (
+                kind, loss, ref[0], worst))
+    extra = [st.get(k, 0.0) for k in ("attn_wall_s", "attn_compute_s", "attn_wait_s",
+                                      "allreduce_wall_s")]
+    extra += [float(nbytes.get(d, 0)) for d in tree.degrees]
+    every = allgather_floats(comm, cpu + extra + [wall])
+    n = len(cpu)
+    crit = sum(max(r[i] for r in every) for i in range(n))
+    rec["loss"].append(loss)
+    rec["crit_s"].append(crit)
+    rec["wall_s"].append(max(r[-1] for r in every))
+    rec["pred_s"].append(plan.predicted["step_s"])
+    rec["rank_cpu_s"].append([sum(r[:n]) for r in every])
+    for j, k in enumerate(("attn_wall_s", "attn_compute_s", "attn_wait_s", "allreduce_wall_s")):
+        rec[k].append([r[n + j] for r in every])          # per rank
+    rec["rounds"].append(plan.nrounds)
+    for j, d in enumerate(tree.degrees):        # bytes sent by all ranks, per level
+        rec["bytes"][d] = rec["bytes"].get(d, 0) + sum(r[n + 4 + j] for r in every)
+    if comm.rank == 0:
+        print("%-8s step %3d loss %.4f crit %.3f s wall %.3f s rounds %d" % (
+            kind, step, loss, crit, rec["wall_s"][-1], plan.nrounds), flush=True)
+
+
 # ---- the run ----------------------------------------------------------------
 
 def main():
@@ -310,7 +373,9 @@ def main():
     init = Decoder(layers=args.layers)
     with open(args.cluster) as f:
         cluster = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
-    cluster.update(ranks=world, ranks_per_node=world)
+    # ranks per node from torchrun (LOCAL_WORLD_SIZE); one node without it
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    cluster.update(ranks=world, ranks_per_node=local if world % local == 0 else world)
     # the GEMM rate of this machine for this model's shapes (one thread per
     # rank), measured by rank 0 and shared: the file's rates are nsp_demo's
     # attention-only calibration
@@ -330,55 +395,32 @@ def main():
                for s in range(args.steps)]
 
     failed = []
-    report = {"args": vars(args), "ranks": world, "planners": {}}
-    for kind in args.planners.split(","):
+    report = {"args": vars(args), "ranks": world, "ranks_per_node": cluster["ranks_per_node"],
+              "tree_degrees": tree.degrees, "planners": {}}
+    kinds = args.planners.split(",")
+    runs = {}
+    for kind in kinds:
         model = Decoder(layers=args.layers)
         model.load_state_dict(init.state_dict())
-        opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
-        rec = report["planners"][kind] = {"loss": [], "crit_s": [], "wall_s": [],
-                                          "pred_s": [], "rank_cpu_s": [], "bytes": {},
-                                          "rounds": []}
-        for step in range(args.steps):
-            lens = lens_of[step]
-            tokens, targets = batch_tokens(lens, step)
-            # rank 0 plans, every rank gets its plan (gloo: no nspcomm timeout while
-            # rank 0 solves the disjoint planner's MILP)
-            blob = [planner.plan(lens, kind=kind, time_limit_s=0.5).to_json()
-                    if rank == 0 else None]
-            dist.broadcast_object_list(blob, 0)
-            plan = nspcomm.Plan.from_json(blob[0])
-            if step == 0 and rank == 0:   # the single-process run (rank 0 only)
-                ref = Decoder(layers=args.layers)
-                ref.load_state_dict(init.state_dict())
-                ref_loss, ref_grads = reference_step(ref, lens, tokens, targets)
-            comm.barrier()
-            w0 = time.time()
-            loss, cpu, nbytes = nsp_step(model, opt, comm, tree, plan, tokens, targets, rec)
-            wall = time.time() - w0
-            if step == 0 and rank == 0:
-                # the optimizer already stepped: compare the all-reduced grads it used
-                worst = max((p.grad - ref_grads[n]).abs().max().item() /
-                            max(ref_grads[n].abs().max().item(), 1e-30)
-                            for n, p in model.named_parameters())
-                rec["step0"] = {"loss": loss, "ref_loss": ref_loss,
-                                "loss_err": abs(loss - ref_loss) / abs(ref_loss),
-                                "worst_grad_err": worst}
-                if worst > args.grad_tol or rec["step0"]["loss_err"] > args.grad_tol:
-                    failed.append("%s step 0: loss %.6g vs %.6g, worst grad error %.3g" % (
-                        kind, loss, ref_loss, worst))
-            every = allgather_floats(comm, cpu + [wall])
-            crit = sum(max(r[i] for r in every) for i in range(len(cpu)))
-            rec["loss"].append(loss)
-            rec["crit_s"].append(crit)
-            rec["wall_s"].append(max(r[-1] for r in every))
-            rec["pred_s"].append(plan.predicted["step_s"] / spec["layers"] * args.layers)
-            rec["rank_cpu_s"].append([sum(r[:-1]) for r in every])
-            rec["rounds"].append(plan.nrounds)
-            for d, b in nbytes.items():
-                rec["bytes"][d] = rec["bytes"].get(d, 0) + b
-            if rank == 0:
-                print("%-8s step %3d loss %.4f crit %.3f s wall %.3f s rounds %d" % (
-                    kind, step, loss, crit, rec["wall_s"][-1], plan.nrounds), flush=True)
+        runs[kind] = (model, torch.optim.AdamW(model.parameters(), lr=args.lr))
+        report["planners"][kind] = {"loss": [], "crit_s": [], "wall_s": [], "pred_s": [],
+                                    "rank_cpu_s": [], "bytes": {}, "rounds": [],
+                                    "attn_wall_s": [], "attn_compute_s": [],
+                                    "attn_wait_s": [], "allreduce_wall_s": []}
+    # planners alternate step by step (each trains its own copy of the model),
+    # so a change of the machine's load falls on all of them alike; the order
+    # rotates each step, so no planner always runs first
+    for step in range(args.steps):
+        lens = lens_of[step]
+        tokens, targets = batch_tokens(lens, step)
+        if step == 0 and rank == 0:   # the single-process run (rank 0 only)
+            ref = Decoder(layers=args.layers)
+            ref.load_state_dict(init.state_dict())
+            ref_loss, ref_grads = reference_step(ref, lens, tokens, targets)
+        for kind in kinds[step % len(kinds):] + kinds[:step % len(kinds)]:
+            train_step(args, comm, tree, planner, runs[kind], report["planners"][kind], kind,
+                       step, lens, tokens, targets,
+                       (ref_loss, ref_grads) if step == 0 and rank == 0 else None, failed)
     if rank == 0:
         summarize(report, args, failed)
     ok = torch.tensor([0 if failed else 1])
@@ -402,22 +444,42 @@ def summarize(report, args, failed):
     tokens = args.tokens_per_rank * report["ranks"]
     print("\n# planner   rounds  crit_s  wall_s  tokens/s(crit)  predicted_s  loss[0] "
           "loss[-1]  step0 grad err  MiB sent per level (all ranks, per step)")
+    mean = lambda xs: sum(xs) / max(1, len(xs))  # noqa: E731
     for k in kinds:
         r = report["planners"][k]
-        crit = sum(r["crit_s"][warm]) / len(r["crit_s"][warm])
-        wall = sum(r["wall_s"][warm]) / len(r["wall_s"][warm])
-        pred = sum(r["pred_s"][warm]) / len(r["pred_s"][warm])
-        r["summary"] = {"crit_s": crit, "wall_s": wall, "pred_s": pred,
-                        "tokens_per_s_crit": tokens / crit}
+        crit, wall = mean(r["crit_s"][warm]), mean(r["wall_s"][warm])
+        pred = mean(r["pred_s"][warm])
+        # per step, the mean over ranks of the attention op's wall, kernel and wait time
+        per = {f: mean([mean(x) for x in r[f][warm]]) for f in
+               ("attn_wall_s", "attn_compute_s", "attn_wait_s", "allreduce_wall_s")}
+        r["summary"] = dict(per, crit_s=crit, wall_s=wall, pred_s=pred,
+                            tokens_per_s_crit=tokens / crit,
+                            exchange_share_of_wall=(per["attn_wall_s"] - per["attn_compute_s"]) /
+                            max(wall, 1e-9))
         mib = " ".join("d%d:%.1f" % (d, b / 2 ** 20 / args.steps)
-                       for d, b in sorted(r["bytes"].items()) if d > 1)
+                       for d, b in sorted(r["bytes"].items(), key=lambda x: int(x[0]))
+                       if int(d) > 1)
         print("  %-9s %6.2f  %6.3f  %6.3f  %14.0f  %11.4f  %.4f  %.4f  %14.2e  %s" % (
-            k, sum(r["rounds"]) / len(r["rounds"]), crit, wall, tokens / crit, pred,
+            k, mean(r["rounds"]), crit, wall, tokens / crit, pred,
             r["loss"][0], r["loss"][-1], r["step0"]["worst_grad_err"], mib))
-    if "static" in kinds and "nested" in kinds:
-        s, n = report["planners"]["static"]["summary"], report["planners"]["nested"]["summary"]
-        print("# nested vs static: %.3fx measured (crit), %.3fx predicted" % (
-            s["crit_s"] / n["crit_s"], s["pred_s"] / n["pred_s"]))
+    print("\n# where a step's wall time goes (per rank, mean over ranks and steps): the "
+          "attention op (its kernels; exchange and waiting = the rest), the gloo all-reduce")
+    print("# planner   wall_s  attn_op_s  attn_kernel_s  attn_exchange+wait_s  allreduce_s  "
+          "exchange share of wall")
+    for k in kinds:
+        m = report["planners"][k]["summary"]
+        print("  %-9s %6.3f  %9.3f  %13.3f  %20.3f  %11.3f  %5.1f%%" % (
+            k, m["wall_s"], m["attn_wall_s"], m["attn_compute_s"],
+            m["attn_wall_s"] - m["attn_compute_s"], m["allreduce_wall_s"],
+            100 * m["exchange_share_of_wall"]))
+    if "nested" in kinds:
+        n = report["planners"]["nested"]["summary"]
+        for k in kinds:
+            if k != "nested":
+                o = report["planners"][k]["summary"]
+                print("# nested vs %s: %.3fx crit, %.3fx wall measured; %.3fx predicted" % (
+                    k, o["crit_s"] / n["crit_s"], o["wall_s"] / n["wall_s"],
+                    o["pred_s"] / n["pred_s"]))
     for k in kinds[1:]:
         print("# loss curve of %s vs %s: max relative difference %.2e (tolerance %.0e)" % (
             k, kinds[0], report["planners"][k]["loss_vs_%s" % kinds[0]], args.loss_tol))

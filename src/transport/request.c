@@ -86,17 +86,29 @@ nsp_status_t nsp_request_test(nsp_request_t *req)
     return req->status;
 }
 
+/* Idle polls of a wait before it naps REQUEST_WAIT_NAP_NS between polls (as
+ * the nested attention's wait does). */
+#define REQUEST_WAIT_SPINS  64
+#define REQUEST_WAIT_NAP_NS (50 * 1000)
+
 nsp_status_t nsp_request_wait(nsp_request_t *req)
 {
     nsp_status_t status;
+    int          spins = 0;
 
     if (req == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_request_wait: request is NULL");
     }
+
     while ((status = nsp_request_test(req)) == NSP_INPROGRESS) {
-        if (req->idle) {
-            /* More ranks than cores: let the peer we wait for run. */
-            sched_yield();
+        spins = req->idle ? spins + 1 : 0;
+        if (spins > REQUEST_WAIT_SPINS) {
+            /* A long wait (a peer still computing): sleep. With more ranks
+             * than cores a yielding rank keeps most of its core (CFS) and
+             * its spin counts as its CPU time. */
+            nanosleep(&(struct timespec){0, REQUEST_WAIT_NAP_NS}, NULL);
+        } else if (spins > 0) {
+            sched_yield(); /* more ranks than cores: let the peer we wait for run */
         }
     }
     return status;

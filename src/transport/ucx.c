@@ -63,6 +63,7 @@ typedef struct ucx_peer {
     int          same_host; /* 1: on this host (shared memory possible) */
     int          watch_pid; /* 1: same host and pid namespace: pid says if it lives */
     int          peer_mode; /* 1: endpoint has UCP_ERR_HANDLING_MODE_PEER */
+    int          flush_owed; /* 1: reached over shared memory alone (ucx_flush_owed) */
     pid_t        pid;
 } ucx_peer_t;
 
@@ -102,6 +103,7 @@ struct ucx_world {
     ucx_region_t *regions;      /* live nsp_mem_alloc regions, newest first */
     uint32_t      next_region;  /* id of the next region */
     int           abandoned;    /* 1: a request was freed with operations in flight */
+    int           active;       /* this rank's requests not complete yet (ucx_req_settle) */
     nsp_ucx_progress_t *progress; /* progress thread (peers on other hosts), or NULL */
 };
 
@@ -131,6 +133,7 @@ typedef struct ucx_req {
     int           ndone;
     double        last_done_t;  /* when a part last completed (or the post) */
     double        last_check_t; /* when the liveness check last ran */
+    int           counted;      /* 1: counted in world->active (not complete yet) */
     ucx_op_t      ops[];        /* [nops] */
 } ucx_req_t;
 
@@ -312,6 +315,80 @@ static nsp_status_t ucx_op_test(ucx_req_t *req, ucx_op_t *op)
     return ucx_op_complete(req, op);
 }
 
+/*
+ * Nothing of this rank is in flight any more: hand to the wire what UCX
+ * still holds for peers, before the rank leaves nspcomm. A receive completes
+ * when its data has landed, but its sender's send completes only when this
+ * rank's protocol reply (the rendezvous acknowledgement) reaches it, and UCX
+ * queues that reply when the transport has no room (a full shared-memory
+ * FIFO of the sender, a tcp socket that would block) for a later
+ * ucp_worker_progress of this rank; tcp likewise keeps the unsent tail of a
+ * completed eager send. A rank that went straight into another library's
+ * collective (gloo's all-reduce) would not progress UCX again, and its peer
+ * would wait in nspcomm until NSPCOMM_TIMEOUT (seen: "still waiting: send to
+ * rank 5" while rank 5 was in gloo). Flushing every endpoint waits for
+ * exactly those queues to drain into the peer's FIFO or the kernel's socket,
+ * which needs only peers still inside nspcomm (those that wait for them).
+ * (ucp_worker_flush would not do: it returns at once when every interface
+ * is flushed, and the shared-memory one ignores its endpoints' queues.)
+ * Only peers reached over shared memory alone (peer->flush_owed): flushing
+ * a tcp endpoint can wait on UCX's own traffic to a peer that has moved on
+ * (seen: 60 s in nsp_tree_create, over loopback tcp and across namespace
+ * nodes). What is owed over tcp is sent by the progress thread, which a
+ * world with peers on other hosts has (NSPCOMM_PROGRESS_THREAD=on gives
+ * one to a single-host tcp world): it progresses the worker every
+ * millisecond while nothing is in flight (ucx_progress.c).
+ */
+static nsp_status_t ucx_flush_owed(ucx_world_t *w, double timeout_s)
+{
+    double deadline = nsp_now_s() + timeout_s;
+
+    for (int r = 0; r < w->nranks; ++r) {
+        ucp_request_param_t param;
+        void               *req;
+        if (w->peers[r].ep == NULL || !w->peers[r].flush_owed ||
+            ucx_failed(&w->peers[r]) != UCS_OK) {
+            continue;
+        }
+        memset(&param, 0, sizeof(param));
+        req = ucp_ep_flush_nbx(w->peers[r].ep, &param);
+        while (req != NULL && !UCS_PTR_IS_ERR(req) &&
+               ucp_request_check_status(req) == UCS_INPROGRESS) {
+            if (nsp_now_s() > deadline) {
+                ucp_request_free(req); /* UCX releases it when it completes */
+                return nsp_error(NSP_ERR_TIMEOUT,
+                                 "ucx: bytes for world rank %d still queued here after %.1f s "
+                                 "(NSPCOMM_TIMEOUT): that rank takes none",
+                                 r, timeout_s);
+            }
+            if (nsp_ucx_progress_rank(w->progress, w->worker) == 0) {
+                sched_yield();
+            }
+        }
+        if (req != NULL && !UCS_PTR_IS_ERR(req)) {
+            ucp_request_free(req);
+        }
+        /* a failed flush means a failed peer: its own requests report that */
+    }
+    return NSP_OK;
+}
+
+/* The request completed: it no longer counts as in flight; the last one
+ * flushes what the rank owes its peers (ucx_flush_owed) unless `flush` is 0. */
+static nsp_status_t ucx_req_settle(ucx_req_t *req, int flush)
+{
+    ucx_world_t *w = req->comm->world;
+
+    if (!req->counted) {
+        return NSP_OK;
+    }
+    req->counted = 0;
+    if (--w->active > 0 || !flush) {
+        return NSP_OK;
+    }
+    return ucx_flush_owed(w, req->comm->base.timeout_s);
+}
+
 static nsp_status_t ucx_req_test(nsp_request_t *base)
 {
     ucx_req_t   *req = (ucx_req_t *)base;
@@ -340,7 +417,7 @@ static nsp_status_t ucx_req_test(nsp_request_t *base)
             }
         }
     }
-    return req->ndone == req->nops ? NSP_OK : NSP_INPROGRESS;
+    return req->ndone == req->nops ? ucx_req_settle(req, 1) : NSP_INPROGRESS;
 }
 
 static void ucx_req_describe(const nsp_request_t *base, char *buf, size_t len)
@@ -382,6 +459,7 @@ static void ucx_req_free(nsp_request_t *base)
             ucp_request_free(op->ucp_req);
         }
     }
+    (void)ucx_req_settle(req, 0); /* abandoned or failed: owes nothing worth waiting for */
     nsp_ucx_progress_busy(req->comm->world->progress, -1);
     free(req);
 }
@@ -407,6 +485,8 @@ static nsp_status_t ucx_req_alloc(ucx_comm_t *comm, const char *what, uint32_t t
     req->what        = what;
     req->tag         = tag;
     req->last_done_t = -1.0;
+    req->counted     = 1;
+    ++comm->world->active;
     nsp_ucx_progress_busy(comm->world->progress, +1);
     *out      = req;
     return NSP_OK;
@@ -417,6 +497,8 @@ static nsp_status_t ucx_req_alloc(ucx_comm_t *comm, const char *what, uint32_t t
 static nsp_request_t *ucx_req_posted(ucx_req_t *req)
 {
     if (req->ndone == req->nops) {
+        /* only sends to itself or none: no receive whose sender waits on us */
+        (void)ucx_req_settle(req, 0);
         nsp_request_set_done(&req->base);
     }
     return &req->base;
@@ -939,6 +1021,21 @@ static void ucx_world_free(ucx_world_t *w, double timeout_s)
     free(w);
 }
 
+/* Mark the peers ucx_flush_owed flushes: on this host and reached over
+ * shared memory alone (the lanes UCX chose, transport/ucx_report.c). */
+static void ucx_mark_flush(ucx_world_t *w)
+{
+    char lanes[256];
+
+    for (int r = 0; r < w->nranks; ++r) {
+        if (w->peers[r].ep != NULL && w->peers[r].same_host) {
+            nsp_ucx_ep_lanes(w->peers[r].ep, lanes, sizeof(lanes));
+            w->peers[r].flush_owed = strstr(lanes, "memory") != NULL &&
+                                     strstr(lanes, "tcp") == NULL;
+        }
+    }
+}
+
 /* INFO: which UCX transports reach each peer (transport/ucx_report.c). */
 static void ucx_report(const ucx_world_t *w, int me)
 {
@@ -1001,6 +1098,7 @@ static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t 
     free(table);
     table = NULL;
     ucx_report(w, bs->rank);
+    ucx_mark_flush(w);
     NSP_CHECK_GOTO(ucx_start_thread(w, thread), status, err_free_world);
     NSP_DEBUG("ucx: world of %d ranks up (rank %d, address %zu bytes)", w->nranks, bs->rank,
               stride);

@@ -2,7 +2,8 @@
  * The UCX progress thread (see ucx_progress.h). While requests are in flight
  * it polls again at once when a poll moved something, else after a nap that
  * doubles from POLL_NS to POLL_MAX_NS; with none in flight it polls every
- * IDLE_NS: on a host with more ranks than cores it must not take the cores
+ * IDLE_NS (what the rank still owes its peers after a collective goes out
+ * then): on a host with more ranks than cores it must not take the cores
  * the ranks compute on (measured: with a fixed 20 us nap, 94-99% of its
  * polls found nothing, at about 9 us of CPU each).
  */
@@ -70,7 +71,17 @@ static void *progress_main(void *arg)
     long poll_ns = POLL_NS; /* doubles per empty poll up to POLL_MAX_NS */
     while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
         struct timespec nap = {0, IDLE_NS};
-        if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) {
+        if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) == 0) {
+            /* Nothing in flight, but the rank may owe peers on other hosts
+             * protocol replies or the tail of a tcp send, and it may now be
+             * in another library (gloo) for a long time: one progress call
+             * per nap sends them. */
+            poll_ns = POLL_NS;
+            if (pthread_mutex_trylock(&p->lock) == 0) {
+                (void)ucp_worker_progress(p->worker);
+                pthread_mutex_unlock(&p->lock);
+            }
+        } else {
             nap.tv_nsec = poll_ns;
             poll_ns     = poll_ns * 2 > POLL_MAX_NS ? POLL_MAX_NS : poll_ns * 2;
             unsigned n = 0;
@@ -85,8 +96,6 @@ static void *progress_main(void *arg)
                 poll_ns = POLL_NS;
                 continue;
             }
-        } else {
-            poll_ns = POLL_NS;
         }
         nanosleep(&nap, NULL);
     }

@@ -5,7 +5,9 @@
  * rank busy in its attention kernel would leave the wire idle (socket buffers
  * hide a few MiB at most). The thread progresses the worker while requests
  * are in flight (nsp_ucx_progress_busy) and the rank is not progressing it
- * itself (nsp_ucx_progress_rank), and sleeps otherwise. The worker must
+ * itself (nsp_ucx_progress_rank); while nothing is in flight it progresses
+ * once a millisecond (what the rank owes its peers after a collective must
+ * leave even if the rank is in another library by then). The worker must
  * be created with UCS_THREAD_MODE_MULTI.
  */
 #ifndef NSP_TRANSPORT_UCX_PROGRESS_H_
