@@ -164,30 +164,36 @@ static int route_long(nest_state_t *st, int i)
 {
     const double  s = (double)st->in->lens[i];
     nest_option_t best;
+    double        alone[NSP_PLANNER_MAX_LEVELS];
+    int           l_mem = -1, l_min = 0;
+    double        t_min = NEST_INF;
 
     memset(&best, 0, sizeof(best));
+    /* what does not depend on the round: the time alone at each level, the
+     * fastest level and the first level whose memory holds it kept */
+    for (int l = 0; l < st->sh.nl; ++l) {
+        alone[l] = alone_time(st, i, l);
+        if (alone[l] < t_min) {
+            t_min = alone[l];
+            l_min = l;
+        }
+        if (l_mem < 0 && s / st->sh.deg[l] * nsp_nest_mem_per_token(st, l, 0) <= st->cap) {
+            l_mem = l;
+        }
+    }
+    if (l_mem < 0) {
+        l_mem = st->sh.nl - 1;
+    }
     for (int r = 0; r < st->R; ++r) {
         const double ref = round_ref(st, r);
-        int          l_time = -1, l_mem = -1, l_min = 0;
-        double       t_min = NEST_INF;
-        for (int l = 0; l < st->sh.nl; ++l) {
-            const double t = alone_time(st, i, l);
-            if (l_time < 0 && t <= ref) {
+        int          l_time = -1;
+        for (int l = 0; l < st->sh.nl && l_time < 0; ++l) {
+            if (alone[l] <= ref) {
                 l_time = l;
-            }
-            if (t < t_min) {
-                t_min = t;
-                l_min = l;
-            }
-            if (l_mem < 0 && s / st->sh.deg[l] * nsp_nest_mem_per_token(st, l, 0) <= st->cap) {
-                l_mem = l;
             }
         }
         if (l_time < 0) {
             l_time = l_min;
-        }
-        if (l_mem < 0) {
-            l_mem = st->sh.nl - 1;
         }
         {
             int lo = l_time, hi = l_time > l_mem ? l_time : l_mem;
