@@ -126,27 +126,6 @@ static int slowest_path(const nest_state_t *st, const nest_round_t *rd, int *pat
     return len;
 }
 
-/* A lower bound of the per-rank L1 that sequence i adds to any group of
- * level l (rc: recomputed): its compute and, pipelined, its exchange
- * (without the latency of an empty group or a flip's extra forward), made
- * a little smaller so that it stays below the value evaluated in floating
- * point. Seconds per layer. */
-static double insertion_d1_bound(const nest_state_t *st, int i, int l, int rc)
-{
-    const nest_shape_t *sh = &st->sh;
-    const double        s = (double)st->in->lens[i];
-    const double        rcf = rc ? NSP_COST_RECOMPUTE_COMP : 1.0;
-    const double        rcb = rc ? NSP_COST_RECOMPUTE_A2A : 1.0;
-    double              K = 0.0;
-
-    if (sh->deg[l] > 1) {
-        K = rcb * nsp_cost_group_a2a_bytes(st->cost, s, sh->deg[l], sh->ring[l]) / sh->bw[l] +
-            s * sh->rcoef[l][rc];
-    }
-    return ((rcf * st->comp1[i] + st->cost->ep_s_per_token * s) / sh->deg[l] + st->eta1 * K) *
-           (1.0 - 1e-6);
-}
-
 /* Can no option of level l of round r (rc: recomputed) replace *best in
  * best_insertion's comparison? Its step is at least that of the level's
  * least loaded group plus the bound above, its area at least d times the
@@ -166,7 +145,7 @@ static int insertion_cut(const nest_state_t *st, int i, int r, int l, int rc,
     if (m1 >= NEST_INF) {
         return 1;   /* no group of the level can take anything */
     }
-    d1      = insertion_d1_bound(st, i, l, rc);
+    d1      = nsp_nest_d1_bound(st, i, l, rc);
     peak_lb = m1 * (1.0 - 1e-12) + d1;
     obj_lb  = step - rmax[r] + dmax(rmax[r], peak_lb);
     if (obj_lb < best->obj - 1e-15) {

@@ -230,6 +230,10 @@ nsp_status_t nsp_nest_ensure_rounds(nest_state_t *st, int R);
 
 /* ---- filling (route_fill.c) ---- */
 
+/** A lower bound of the per-rank L1 that sequence i adds to any group of
+ *  level l (rc: recomputed), seconds per layer, kept a little below what
+ *  floating point evaluates: the exact shortcuts of the option searches. */
+double nsp_nest_d1_bound(const nest_state_t *st, int i, int l, int rc);
 /** Evaluate sequence i in node n of round r (rc: recomputed) against the
  *  round's reference time; 0 if it does not fit. */
 int nsp_nest_eval_option(const nest_state_t *st, int i, int r, int n, int rc, double ref,
