@@ -96,15 +96,9 @@ double nsp_nest_d1_bound(const nest_state_t *st, int i, int l, int rc)
     const nest_shape_t *sh = &st->sh;
     const double        s = (double)st->in->lens[i];
     const double        rcf = rc ? NSP_COST_RECOMPUTE_COMP : 1.0;
-    const double        rcb = rc ? NSP_COST_RECOMPUTE_A2A : 1.0;
-    double              K = 0.0;
 
-    if (sh->deg[l] > 1) {
-        K = rcb * nsp_cost_group_a2a_bytes(st->cost, s, sh->deg[l], sh->ring[l]) / sh->bw[l] +
-            s * sh->rcoef[l][rc];
-    }
-    return ((rcf * st->comp1[i] + st->cost->ep_s_per_token * s) / sh->deg[l] + st->eta1 * K) *
-           (1.0 - 1e-6);
+    return ((rcf * st->comp1[i] + st->cost->ep_s_per_token * s) / sh->deg[l] +
+            st->eta1 * s * sh->kcoef[l][rc]) * (1.0 - 1e-6);
 }
 
 /* Per-rank L1 of sequence i alone in an empty group of level l (kept). */

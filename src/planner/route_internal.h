@@ -83,6 +83,10 @@ typedef struct nest_shape {
                                                  per token / B(d) */
     double  rlat[NSP_PLANNER_MAX_LEVELS][2];  /* ring latency: messages * a(d) */
     double  ringm[NSP_PLANNER_MAX_LEVELS];    /* ring buffer bytes per token held */
+    double  kcoef[NSP_PLANNER_MAX_LEVELS][2]; /* exchange seconds per token of one of the
+                                                 group's sequences (kept, recomputed):
+                                                 rcb * a2a bytes / B(u) + rcoef; the
+                                                 bounds of the exact shortcuts */
     int     nnodes;
     int    *level;        /* [nnodes] */
     int    *parent;       /* [nnodes] node id, -1 for a root */
