@@ -421,7 +421,17 @@ int nsp_nest_find_group(const nest_state_t *st, const nest_round_t *rd, int l, d
         int       best = -1;
         double    best1 = NEST_INF;
         acc_m += rd->node[n].addm;
-        for (int c = c0; c < c0 + nc; ++c) {
+        if (nc == 2) {   /* the usual binary tree: the loop below, unrolled */
+            const size_t ia = (size_t)c0 * nl + l, ib = ia + (size_t)nl;
+            if (rd->mmm[ia] + acc_m <= room && rd->mm1[ia] < best1) {
+                best1 = rd->mm1[ia];
+                best  = c0;
+            }
+            if (rd->mmm[ib] + acc_m <= room && rd->mm1[ib] < best1) {
+                best = c0 + 1;
+            }
+        }
+        for (int c = c0; nc != 2 && c < c0 + nc; ++c) {   /* least loaded child with room */
             const double cm = rd->mmm[(size_t)c * nl + l] + acc_m;
             const double c1 = rd->mm1[(size_t)c * nl + l];
             if (cm <= room && c1 < best1) {
