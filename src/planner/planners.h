@@ -41,6 +41,9 @@ typedef struct nsp_planner_input {
     int            enable_ring;      /**< groups may be Ulysses x ring (params) */
     int            max_rounds;       /**< most rounds a plan may use */
     int64_t        max_seqlen_per_rank; /**< megatron: 0 = search, else the knob */
+    int            plain_search;     /**< nested routing: 1 = evaluate every option
+                                          (no exact shortcuts; tests compare the
+                                          two), 0 = the default */
 } nsp_planner_input_t;
 
 /** The three planners. Each returns a plan with its prediction evaluated

@@ -44,7 +44,8 @@ PLANNERS_TESTS = \
 	tests/planners/test_planner_ring \
 	tests/planners/test_planner_megatron \
 	tests/planners/test_planner_rounds \
-	tests/planners/test_route_tree
+	tests/planners/test_route_tree \
+	tests/planners/test_route_fast
 check_PROGRAMS += $(PLANNERS_TESTS)
 TESTS += $(PLANNERS_TESTS)
 tests_planners_test_planners_SOURCES = tests/planners/test_planners.c \
@@ -76,3 +77,7 @@ tests_planners_test_route_tree_SOURCES = tests/planners/test_route_tree.c \
 	tests/planners/check.c tests/planners/check.h
 tests_planners_test_route_tree_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
 tests_planners_test_route_tree_LDADD = $(PLANNERS_TEST_LDADD)
+tests_planners_test_route_fast_SOURCES = tests/planners/test_route_fast.c \
+	tests/planners/check.c tests/planners/check.h
+tests_planners_test_route_fast_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
+tests_planners_test_route_fast_LDADD = $(PLANNERS_TEST_LDADD)

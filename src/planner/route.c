@@ -126,6 +126,34 @@ static int slowest_path(const nest_state_t *st, const nest_round_t *rd, int *pat
     return len;
 }
 
+/* Can no option of level l of round r (rc: recomputed) replace *best in
+ * best_insertion's comparison? Its step is at least that of the level's
+ * least loaded group plus the bound above, its area at least d times the
+ * bound: if the first is above best's (or equal within the tolerance, and
+ * the second not below best's area), evaluating it changes nothing. The
+ * shortcut is exact: it skips only options the comparison would reject. */
+static int insertion_cut(const nest_state_t *st, int i, int r, int l, int rc,
+                         const double *rmax, double step, const nest_option_t *best)
+{
+    const int    nl = st->sh.nl;
+    const double m1 = st->round[r].vmm1[(size_t)1 * nl + l];
+    double       d1, peak_lb, obj_lb;
+
+    if (!best->valid || st->in->plain_search) {
+        return 0;
+    }
+    if (m1 >= NEST_INF) {
+        return 1;   /* no group of the level can take anything */
+    }
+    d1      = nsp_nest_d1_bound(st, i, l, rc);
+    peak_lb = m1 * (1.0 - 1e-12) + d1;
+    obj_lb  = step - rmax[r] + dmax(rmax[r], peak_lb);
+    if (obj_lb < best->obj - 1e-15) {
+        return 0;
+    }
+    return obj_lb > best->obj + 1e-15 || st->sh.deg[l] * d1 >= best->area;
+}
+
 /* Best place for sequence i (already removed) over every round and level,
  * judged by the step it leads to; rmax[] are the current round maxima. */
 static void best_insertion(const nest_state_t *st, int i, const double *rmax, double step,
@@ -139,8 +167,12 @@ static void best_insertion(const nest_state_t *st, int i, const double *rmax, do
             const double d = st->sh.deg[l];
             for (int rc = 0; rc <= 1; ++rc) {
                 nest_option_t opt;
-                const int     n = nsp_nest_find_group(st, &st->round[r], l,
-                                             s / d * nsp_nest_mem_per_token(st, l, rc));
+                int           n;
+                if (insertion_cut(st, i, r, l, rc, rmax, step, best)) {
+                    continue;
+                }
+                n = nsp_nest_find_group(st, &st->round[r], l,
+                                        s / d * nsp_nest_mem_per_token(st, l, rc));
                 if (n < 0 || !nsp_nest_eval_option(st, i, r, n, rc, rmax[r], &opt)) {
                     continue;
                 }

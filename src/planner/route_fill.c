@@ -86,6 +86,21 @@ int nsp_nest_eval_option(const nest_state_t *st, int i, int r, int n, int rc, do
     return 1;
 }
 
+/* A lower bound of the per-rank L1 that sequence i adds to any group of
+ * level l (rc: recomputed): its compute and, pipelined, its exchange
+ * (without the latency of an empty group or a flip's extra forward), made
+ * a little smaller so that it stays below the value evaluated in floating
+ * point. Seconds per layer. */
+double nsp_nest_d1_bound(const nest_state_t *st, int i, int l, int rc)
+{
+    const nest_shape_t *sh = &st->sh;
+    const double        s = (double)st->in->lens[i];
+    const double        rcf = rc ? NSP_COST_RECOMPUTE_COMP : 1.0;
+
+    return ((rcf * st->comp1[i] + st->cost->ep_s_per_token * s) / sh->deg[l] +
+            st->eta1 * s * sh->kcoef[l][rc]) * (1.0 - 1e-6);
+}
+
 /* Per-rank L1 of sequence i alone in an empty group of level l (kept). */
 static double alone_time(const nest_state_t *st, int i, int l)
 {
@@ -123,6 +138,28 @@ static double round_ref(const nest_state_t *st, int r)
     return dmax(nsp_nest_round_max(st, &st->round[r]), st->target);
 }
 
+/* Can no option of level l of round r (rc: recomputed) be better than
+ * *best (option_better)? Its score is at least the one of the level's
+ * least loaded group plus nsp_nest_d1_bound, with d times that bound as
+ * its area: when that is above best's score by more than the comparison's
+ * tolerance, evaluating it changes nothing (exact). */
+static int option_cut(const nest_state_t *st, int i, int r, int l, int rc, double ref,
+                      const nest_option_t *best)
+{
+    const double m1 = st->round[r].vmm1[(size_t)1 * st->sh.nl + l];
+    double       d1, score_lb;
+
+    if (!best->valid || st->in->plain_search) {
+        return 0;
+    }
+    if (m1 >= NEST_INF) {
+        return 1;   /* no group of the level can take anything */
+    }
+    d1       = nsp_nest_d1_bound(st, i, l, rc);
+    score_lb = dmax(0.0, m1 * (1.0 - 1e-12) + d1 - ref) + st->sh.deg[l] * d1 / st->sh.ranks;
+    return score_lb - best->score > 2e-12 * (1.0 + fabs(best->score));
+}
+
 /* Try sequence i at level l of round r, kept and recomputed. */
 static void consider_level(const nest_state_t *st, int i, int r, int l, double ref,
                            nest_option_t *best)
@@ -132,13 +169,16 @@ static void consider_level(const nest_state_t *st, int i, int r, int l, double r
     nest_option_t opt;
     int           n;
 
-    n = st->in->lens[i] <= st->rc_below ? -1 :
+    n = (st->in->lens[i] <= st->rc_below || option_cut(st, i, r, l, 0, ref, best)) ? -1 :
         nsp_nest_find_group(st, &st->round[r], l, s / d * nsp_nest_mem_per_token(st, l, 0));
     if (n >= 0 && nsp_nest_eval_option(st, i, r, n, 0, ref, &opt) && option_better(&opt, best)) {
         *best = opt;
     }
     if (best->valid && best->delta <= 0.0 && best->r == r && best->rc == 0) {
         return;   /* a kept place under the reference: recomputation cannot beat it */
+    }
+    if (option_cut(st, i, r, l, 1, ref, best)) {
+        return;   /* neither recomputed option below can be better */
     }
     n = nsp_nest_find_group(st, &st->round[r], l, s / d * nsp_nest_mem_per_token(st, l, 1));
     if (n >= 0) {
@@ -150,7 +190,7 @@ static void consider_level(const nest_state_t *st, int i, int r, int l, double r
     /* The least loaded group of the level, recomputed: a kept group that is
      * full may make room by flipping. Without this, groups already
      * recomputed (roomy) would collect everything. */
-    {
+    if (!option_cut(st, i, r, l, 1, ref, best)) {
         const int m = nsp_nest_find_group(st, &st->round[r], l, 0.0);
         if (m >= 0 && m != n && nsp_nest_eval_option(st, i, r, m, 1, ref, &opt) &&
             option_better(&opt, best)) {
@@ -164,30 +204,36 @@ static int route_long(nest_state_t *st, int i)
 {
     const double  s = (double)st->in->lens[i];
     nest_option_t best;
+    double        alone[NSP_PLANNER_MAX_LEVELS];
+    int           l_mem = -1, l_min = 0;
+    double        t_min = NEST_INF;
 
     memset(&best, 0, sizeof(best));
+    /* what does not depend on the round: the time alone at each level, the
+     * fastest level and the first level whose memory holds it kept */
+    for (int l = 0; l < st->sh.nl; ++l) {
+        alone[l] = alone_time(st, i, l);
+        if (alone[l] < t_min) {
+            t_min = alone[l];
+            l_min = l;
+        }
+        if (l_mem < 0 && s / st->sh.deg[l] * nsp_nest_mem_per_token(st, l, 0) <= st->cap) {
+            l_mem = l;
+        }
+    }
+    if (l_mem < 0) {
+        l_mem = st->sh.nl - 1;
+    }
     for (int r = 0; r < st->R; ++r) {
         const double ref = round_ref(st, r);
-        int          l_time = -1, l_mem = -1, l_min = 0;
-        double       t_min = NEST_INF;
-        for (int l = 0; l < st->sh.nl; ++l) {
-            const double t = alone_time(st, i, l);
-            if (l_time < 0 && t <= ref) {
+        int          l_time = -1;
+        for (int l = 0; l < st->sh.nl && l_time < 0; ++l) {
+            if (alone[l] <= ref) {
                 l_time = l;
-            }
-            if (t < t_min) {
-                t_min = t;
-                l_min = l;
-            }
-            if (l_mem < 0 && s / st->sh.deg[l] * nsp_nest_mem_per_token(st, l, 0) <= st->cap) {
-                l_mem = l;
             }
         }
         if (l_time < 0) {
             l_time = l_min;
-        }
-        if (l_mem < 0) {
-            l_mem = st->sh.nl - 1;
         }
         {
             int lo = l_time, hi = l_time > l_mem ? l_time : l_mem;

@@ -83,6 +83,10 @@ typedef struct nest_shape {
                                                  per token / B(d) */
     double  rlat[NSP_PLANNER_MAX_LEVELS][2];  /* ring latency: messages * a(d) */
     double  ringm[NSP_PLANNER_MAX_LEVELS];    /* ring buffer bytes per token held */
+    double  kcoef[NSP_PLANNER_MAX_LEVELS][2]; /* exchange seconds per token of one of the
+                                                 group's sequences (kept, recomputed):
+                                                 rcb * a2a bytes / B(u) + rcoef; the
+                                                 bounds of the exact shortcuts */
     int     nnodes;
     int    *level;        /* [nnodes] */
     int    *parent;       /* [nnodes] node id, -1 for a root */
@@ -230,6 +234,10 @@ nsp_status_t nsp_nest_ensure_rounds(nest_state_t *st, int R);
 
 /* ---- filling (route_fill.c) ---- */
 
+/** A lower bound of the per-rank L1 that sequence i adds to any group of
+ *  level l (rc: recomputed), seconds per layer, kept a little below what
+ *  floating point evaluates: the exact shortcuts of the option searches. */
+double nsp_nest_d1_bound(const nest_state_t *st, int i, int l, int rc);
 /** Evaluate sequence i in node n of round r (rc: recomputed) against the
  *  round's reference time; 0 if it does not fit. */
 int nsp_nest_eval_option(const nest_state_t *st, int i, int r, int n, int rc, double ref,

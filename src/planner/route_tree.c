@@ -65,6 +65,13 @@ nsp_status_t nsp_nest_shape_init(nest_shape_t *sh, const nsp_planner_input_t *in
                               nsp_cost_lat(cost, sh->deg[l]);
         }
         sh->ringm[l] = nsp_cost_ring_mem_per_token(cost, sh->deg[l], sh->ring[l]);
+        for (int rc = 0; rc <= 1; ++rc) {
+            /* a2a bytes are linear in s: their value at s = 1 */
+            sh->kcoef[l][rc] = sh->deg[l] > 1 ?
+                (rc ? NSP_COST_RECOMPUTE_A2A : 1.0) *
+                nsp_cost_group_a2a_bytes(cost, 1.0, sh->deg[l], sh->ring[l]) / sh->bw[l] +
+                sh->rcoef[l][rc] : 0.0;
+        }
         n += sh->ng[l];
     }
     sh->nnodes      = n;
@@ -221,15 +228,22 @@ void nsp_nest_node_adds(const nest_state_t *st, int l, nest_node_t *nd)
     nd->addm = nd->tokens / d * ((nd->rc ? st->a_rc : st->a_keep) + st->sh.ringm[l]);
 }
 
-/* Recompute a node's aggregates from its adds and its children. */
-static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n)
+/* Recompute a node's aggregates from its adds and its children; its adds
+ * too if with_adds (its sums changed), and the levels above its own
+ * (always infinite) if full. Per lower level l': the minimum over the
+ * children, then plus the node's own add (in that order: the values are
+ * those of a minimum taken child by child from infinity). */
+static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int with_adds,
+                           int full)
 {
     const nest_shape_t *sh = &st->sh;
     const int           l  = sh->level[n], nl = sh->nl;
     nest_node_t        *nd = &rd->node[n];
     double             *m1 = &rd->mm1[(size_t)n * nl], *mm = &rd->mmm[(size_t)n * nl];
 
-    nsp_nest_node_adds(st, l, nd);
+    if (with_adds) {
+        nsp_nest_node_adds(st, l, nd);
+    }
     nd->occ = 0;
     if (l == 0) {
         nd->agg1 = nd->add1;
@@ -237,32 +251,38 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n)
         nd->aggm = nd->addm;
     } else {
         const int c0 = sh->first_child[n], nc = sh->nchild[n];
+        const int closed = st->mode == NSP_ROUTE_DISJOINT && nd->nseq > 0;
         double    a1 = -NEST_INF, a2 = -NEST_INF, am = -NEST_INF;
-        for (int lp = 0; lp < l; ++lp) {
-            m1[lp] = NEST_INF;
-            mm[lp] = NEST_INF;
-        }
         for (int c = c0; c < c0 + nc; ++c) {
-            const nest_node_t *cd  = &rd->node[c];
-            const double      *cm1 = &rd->mm1[(size_t)c * nl], *cmm = &rd->mmm[(size_t)c * nl];
+            const nest_node_t *cd = &rd->node[c];
             a1 = dmax(a1, cd->agg1);
             a2 = dmax(a2, cd->agg2);
             am = dmax(am, cd->aggm);
             nd->occ += cd->occ + (cd->nseq > 0);
-            for (int lp = 0; lp < l; ++lp) {
-                m1[lp] = dmin(m1[lp], cm1[lp]);
-                mm[lp] = dmin(mm[lp], cmm[lp]);
-            }
         }
         nd->agg1 = nd->add1 + a1;
         nd->agg2 = nd->add2 + a2;
         nd->aggm = nd->addm + am;
-        for (int lp = 0; lp < l; ++lp) {
-            if (st->mode == NSP_ROUTE_DISJOINT && nd->nseq > 0) {
+        if (closed) {
+            for (int lp = 0; lp < l; ++lp) {
                 m1[lp] = mm[lp] = NEST_INF;   /* used: nothing below may open */
-            } else {
-                m1[lp] += nd->add1;
-                mm[lp] += nd->addm;
+            }
+        } else if (nc == 2) {   /* the usual binary tree: the same minima, unrolled */
+            const double *a1m = &rd->mm1[(size_t)c0 * nl], *b1m = a1m + nl;
+            const double *amm = &rd->mmm[(size_t)c0 * nl], *bmm = amm + nl;
+            for (int lp = 0; lp < l; ++lp) {
+                m1[lp] = dmin(a1m[lp], b1m[lp]) + nd->add1;
+                mm[lp] = dmin(amm[lp], bmm[lp]) + nd->addm;
+            }
+        } else {
+            for (int lp = 0; lp < l; ++lp) {
+                double v1 = NEST_INF, vm = NEST_INF;
+                for (int c = c0; c < c0 + nc; ++c) {
+                    v1 = dmin(v1, rd->mm1[(size_t)c * nl + lp]);
+                    vm = dmin(vm, rd->mmm[(size_t)c * nl + lp]);
+                }
+                m1[lp] = v1 + nd->add1;
+                mm[lp] = vm + nd->addm;
             }
         }
     }
@@ -272,9 +292,11 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n)
         m1[l] = nd->agg1;
         mm[l] = nd->aggm;
     }
-    for (int lp = l + 1; lp < nl; ++lp) {
-        m1[lp] = NEST_INF;
-        mm[lp] = NEST_INF;
+    if (full) {
+        for (int lp = l + 1; lp < nl; ++lp) {
+            m1[lp] = NEST_INF;
+            mm[lp] = NEST_INF;
+        }
     }
 }
 
@@ -318,8 +340,9 @@ void nsp_nest_propagate(const nest_state_t *st, nest_round_t *rd, int n)
 {
     int root = n, v;
 
+    /* only node n's sums changed: its ancestors keep their adds */
     for (int p = n; p >= 0; p = st->sh.parent[p]) {
-        node_aggregate(st, rd, p);
+        node_aggregate(st, rd, p, p == n, 0);
         root = p;
     }
     v = st->sh.vslot[root];
@@ -333,7 +356,7 @@ void nsp_nest_propagate(const nest_state_t *st, nest_round_t *rd, int n)
 void nsp_nest_round_rebuild(const nest_state_t *st, nest_round_t *rd)
 {
     for (int n = 0; n < st->sh.nnodes; ++n) {   /* level 0 first: ids ascend by level */
-        node_aggregate(st, rd, n);
+        node_aggregate(st, rd, n, 1, 1);
     }
     for (int k = 0; k < st->sh.vsize; ++k) {
         vleaf_set(st, rd, k);
@@ -398,7 +421,17 @@ int nsp_nest_find_group(const nest_state_t *st, const nest_round_t *rd, int l, d
         int       best = -1;
         double    best1 = NEST_INF;
         acc_m += rd->node[n].addm;
-        for (int c = c0; c < c0 + nc; ++c) {
+        if (nc == 2) {   /* the usual binary tree: the loop below, unrolled */
+            const size_t ia = (size_t)c0 * nl + l, ib = ia + (size_t)nl;
+            if (rd->mmm[ia] + acc_m <= room && rd->mm1[ia] < best1) {
+                best1 = rd->mm1[ia];
+                best  = c0;
+            }
+            if (rd->mmm[ib] + acc_m <= room && rd->mm1[ib] < best1) {
+                best = c0 + 1;
+            }
+        }
+        for (int c = c0; nc != 2 && c < c0 + nc; ++c) {   /* least loaded child with room */
             const double cm = rd->mmm[(size_t)c * nl + l] + acc_m;
             const double c1 = rd->mm1[(size_t)c * nl + l];
             if (cm <= room && c1 < best1) {

@@ -1,0 +1,202 @@
+/*
+ * The routing engine's exact shortcuts (src/planner/route.c and
+ * route_fill.c: options whose lower bound cannot beat the best one so far
+ * are not evaluated) against the straightforward search that evaluates
+ * every option (nsp_planner_input_t.plain_search = 1).
+ *
+ * On random long-tailed batches (8..512 ranks, sequences up to 384K or 1M
+ * tokens, with and without ring levels) the nested planner must give the
+ * same plan both ways (same rounds, groups, flags, sequences in order) with
+ * the same predicted step bit for bit, and the routing engine in disjoint
+ * mode (the disjoint planner's greedy) the same assignment and step. It
+ * times nothing.
+ *
+ * Usage: test_route_fast [seeds]   (default 60; $NSP_TEST_SEEDS)
+ */
+#include "planner/route.h"
+#include "check.h"
+#include "tap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define DEFAULT_SEEDS 16
+#else
+#define DEFAULT_SEEDS 60
+#endif
+
+static const int     ranks_choices[] = {8, 16, 64, 128, 256, 512};
+static const int64_t tpr_choices[] = {2048, 8192, 16384};
+
+static const int64_t *sort_lens;
+
+/* Longest first, ties by index (the order nsp_plan_create gives). */
+static int cmp_longest(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+
+    if (sort_lens[x] != sort_lens[y]) {
+        return sort_lens[x] < sort_lens[y] ? 1 : -1;
+    }
+    return (x > y) - (x < y);
+}
+
+/* The input nsp_plan_create builds for the nested planner (default tree:
+ * 1, 2, 4, ... up to the largest valid degree, then with rings up to the
+ * ranks). 0 if the model states do not fit. */
+static int make_input(int ranks, int ring, const int64_t *lens, int n, int *order,
+                      nsp_planner_input_t *in)
+{
+    nsp_model_t   m;
+    nsp_cluster_t cl;
+
+    memset(in, 0, sizeof(*in));
+    if (nsp_model_preset("qwen3-30b-a3b", &m) != NSP_OK ||
+        nsp_cluster_preset("h100", ranks, &cl) != NSP_OK ||
+        nsp_cost_init(&in->cost, &m, &cl) != NSP_OK) {
+        return 0;
+    }
+    in->lens = lens;
+    in->nseqs = n;
+    in->enable_ring = ring;
+    in->static_recompute = -1;
+    in->max_rounds = NSP_PLANNER_DEFAULT_MAX_ROUNDS;
+    in->time_limit_s = NSP_PLANNER_DEFAULT_TIME_LIMIT_S;
+    in->mem_cap = (cl.mem_bytes - in->cost.fixed_mem_bytes) * (1.0 - 1e-6);
+    for (int d = 1; d <= in->cost.max_degree; d *= 2) {
+        if (nsp_cost_degree_valid(&in->cost, d)) {
+            in->level_degrees[in->nlevels++] = d;
+        }
+    }
+    for (int d = 2 * in->level_degrees[in->nlevels - 1]; ring && d <= ranks; d *= 2) {
+        in->level_degrees[in->nlevels++] = d;
+    }
+    for (int l = 0; l < in->nlevels; ++l) {
+        in->level_ring[l] = nsp_planner_ring_of(in, in->level_degrees[l]);
+    }
+    for (int i = 0; i < n; ++i) {
+        order[i] = i;
+    }
+    sort_lens = lens;
+    qsort(order, (size_t)n, sizeof(int), cmp_longest);
+    in->order = order;
+    return in->mem_cap > 0.0;
+}
+
+/* Every sequence fits its top level recomputed (what nsp_plan_create checks). */
+static int batch_fits(const nsp_planner_input_t *in)
+{
+    const int    top = in->level_degrees[in->nlevels - 1];
+    const double a = in->cost.act_bytes_recompute +
+                     nsp_cost_ring_mem_per_token(&in->cost, top, in->level_ring[in->nlevels - 1]);
+
+    for (int i = 0; i < in->nseqs; ++i) {
+        if ((double)in->lens[i] / top * a > in->mem_cap) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Nested both ways: 1 if the plans are the same (or both fail alike). */
+static int same_nested(nsp_planner_input_t *in)
+{
+    nsp_plan_t  *fast = NULL, *plain = NULL;
+    nsp_status_t sf, sp;
+    int          ok;
+
+    in->plain_search = 0;
+    sf = nsp_planner_nested(in, &fast);
+    in->plain_search = 1;
+    sp = nsp_planner_nested(in, &plain);
+    in->plain_search = 0;
+    ok = sf == sp && (sf < 0 || (pc_same_plan(fast, plain) &&
+                                 fast->predicted.step_s == plain->predicted.step_s));
+    nsp_plan_free(fast);
+    nsp_plan_free(plain);
+    return ok;
+}
+
+/* The routing engine in disjoint mode both ways: the same assignment and step. */
+static int same_disjoint(nsp_planner_input_t *in)
+{
+    nsp_route_assign_t a, b;
+    double             sa = 0.0, sb = 0.0;
+    nsp_status_t       ra, rb;
+    int                ok;
+    const size_t       bytes = sizeof(int) * (size_t)in->nseqs;
+
+    if (nsp_route_assign_alloc(&a, in->nseqs) != NSP_OK) {
+        return 0;
+    }
+    if (nsp_route_assign_alloc(&b, in->nseqs) != NSP_OK) {
+        nsp_route_assign_free(&a);
+        return 0;
+    }
+    in->plain_search = 0;
+    ra = nsp_route(in, NSP_ROUTE_DISJOINT, &a, &sa);
+    in->plain_search = 1;
+    rb = nsp_route(in, NSP_ROUTE_DISJOINT, &b, &sb);
+    in->plain_search = 0;
+    ok = ra == rb && (ra < 0 || (a.nrounds == b.nrounds && sa == sb &&
+                                 memcmp(a.round, b.round, bytes) == 0 &&
+                                 memcmp(a.rank0, b.rank0, bytes) == 0 &&
+                                 memcmp(a.size, b.size, bytes) == 0 &&
+                                 memcmp(a.rc, b.rc, bytes) == 0));
+    nsp_route_assign_free(&a);
+    nsp_route_assign_free(&b);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    const int seeds = pc_seed_count(argc, argv, DEFAULT_SEEDS);
+    int       batches = 0, nested_same = 0, ring_same = 0, disjoint_same = 0;
+    int       nested_runs = 0, ring_runs = 0, disjoint_runs = 0;
+
+    tap_plan(4);
+    for (int seed = 1; seed <= seeds; ++seed) {
+        uint64_t            state = 0x5eedf00dULL * (uint64_t)seed;
+        const int           ranks = ranks_choices[pc_next(&state) % 6];
+        const int64_t       tpr = tpr_choices[pc_next(&state) % 3];
+        const int64_t       max_len = (pc_next(&state) % 2) ? 393216 : 1048576;
+        int64_t            *lens = NULL;
+        int                *order;
+        nsp_planner_input_t in;
+        const int           n = pc_batch(&state, ranks, tpr, max_len, &lens);
+
+        order = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+        if (n <= 0 || order == NULL) {
+            free(lens);
+            free(order);
+            continue;
+        }
+        ++batches;
+        if (make_input(ranks, 0, lens, n, order, &in) && batch_fits(&in)) {
+            ++nested_runs;
+            nested_same += same_nested(&in);
+            ++disjoint_runs;
+            disjoint_same += same_disjoint(&in);
+        }
+        if (make_input(ranks, 1, lens, n, order, &in) && batch_fits(&in)) {
+            ++ring_runs;
+            ring_same += same_nested(&in);
+        }
+        free(lens);
+        free(order);
+    }
+    tap_ok(batches == seeds && nested_runs > seeds / 2 && ring_runs > seeds / 2,
+           "%d random batches: %d planned without rings, %d with", batches, nested_runs,
+           ring_runs);
+    tap_ok(nested_same == nested_runs,
+           "nested, Ulysses tree: the shortcuts give the plain search's plan on %d of %d",
+           nested_same, nested_runs);
+    tap_ok(ring_same == ring_runs,
+           "nested with ring levels: the shortcuts give the plain search's plan on %d of %d",
+           ring_same, ring_runs);
+    tap_ok(disjoint_same == disjoint_runs,
+           "routing in disjoint mode: the same assignment and step on %d of %d",
+           disjoint_same, disjoint_runs);
+    return tap_done();
+}
