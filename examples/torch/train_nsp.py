@@ -187,8 +187,8 @@ def tally_attention(attn, stats, bytes_by_degree):
     for name, key in (("forward", "last_fwd_stats"), ("backward", "last_bwd_stats")):
         call = getattr(attn, name)
 
-        def counted(*a, _call=call, _key=key):
-            out = _call(*a)
+        def counted(*a, _call=call, _key=key, **kw):
+            out = _call(*a, **kw)
             st = getattr(attn, _key, None)
             if st:
                 stats["attn_wall_s"] = stats.get("attn_wall_s", 0.0) + st["wall_s"]
