@@ -166,7 +166,7 @@ for t in test_pack_map test_pack_cuda test_streams_cuda test_nccl_backend test_r
     case $t in
         test_pack_map|test_pack_cuda) extra=tests/gpu/gpu_views.c ;;
         # its two-rank case forks ranks (tests/mp.c on the tools' launcher)
-        test_nattn_cuda) extra="tests/mp.c tests/mp_uid.c tools/nsp_launch.c tools/nsp_launch_uid.c tests/nested_attn/nattn_test.c" ;;
+        test_nattn_cuda) extra="tests/mp.c tests/mp_uid.c tools/nsp_launch.c tools/nsp_launch_uid.c tools/nc_enter.c tests/nested_attn/nattn_test.c" ;;
     esac
     if ! $cc $CFLAGS_COMMON -Itests "tests/gpu/$t.c" $extra tests/tap.c -o "$build/$t" $LIBS 2> "$logs/$t.link.err"; then
         echo "  could not build $t:"; head -20 "$logs/$t.link.err"; build_rc=1
