@@ -1,7 +1,7 @@
 /*
- * Nested attention on device memory over the NCCL backend, on one GPU
- * (needs a CUDA device; prints "1..0 # SKIP no CUDA device (...)" where
- * there is none). A world of one rank, so every level is local (level 0):
+ * Nested attention on device memory over the NCCL backend (needs a CUDA
+ * device; prints "1..0 # SKIP no CUDA device (...)" where there is none).
+ * Mostly a world of one rank, so every level is local (level 0):
  *
  *   - the CUDA engine's gated exchange: a gated start moves nothing until
  *     its level is opened, then moves it bit for bit; one-shot gated posts
