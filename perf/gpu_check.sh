@@ -256,6 +256,6 @@ step "7/8 tests/gpu/test_reduce_cuda: replica-sum and merge kernels vs their hos
 run_tap test_reduce_cuda 60 "$build/test_reduce_cuda"
 
 step "8/8 tests/gpu/test_nattn_cuda: nested attention on device memory (one rank; two with 2+ GPUs) vs the host reference"
-run_tap test_nattn_cuda 120 "$build/test_nattn_cuda"
+run_tap test_nattn_cuda 240 "$build/test_nattn_cuda"
 
 finish
