@@ -1840,8 +1840,9 @@ nsp_status_t nsp_nested_attn_fwd(nsp_nested_attn_t *attn, const void *q, const v
  * tensors, in rounds where some rank replicates), and rounded once into
  * dk and dv. Collective over the world; all ranks pass saved or all pass
  * NULL. Errors: as nsp_nested_attn_fwd(), NSP_ERR_INVALID_ARG (saved
- * from another attn), NSP_ERR_UNSUPPORTED (device memory with a dtype
- * other than FP32 and replicated KV heads: the widening runs on the host).
+ * from another attn). On device memory the widening and the rounding run
+ * on the attn's stream (nsp_nested_attn_set_stream), and the call waits
+ * for that stream before it returns.
  */
 NSP_EXPORT
 nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *attn, const nsp_nested_attn_saved_t *saved,

@@ -23,7 +23,10 @@
 #   8. tests/gpu/test_nattn_cuda    nested attention on device memory, one rank:
 #                                   the gated CUDA exchange, forward + backward
 #                                   (saved and stateless) vs the host reference,
-#                                   fp32 within 1e-5 and bf16 within 1.6e-2
+#                                   fp32 within 1e-5 and bf16 within 1.6e-2; the
+#                                   memory table's dK/dV conversions vs the host
+#                                   table, bit for bit; with 2+ GPUs, two ranks,
+#                                   bf16 backward with replicated KV heads
 # and prints a PASS/FAIL summary; the exit status is non-zero if any step
 # failed (a test that skips for want of a GPU counts as a failure here).
 # Without a usable GPU it still builds everything (so the build is checked),
@@ -160,7 +163,11 @@ build_rc=0
 for t in test_pack_map test_pack_cuda test_streams_cuda test_nccl_backend test_reduce_map \
          test_reduce_cuda test_nattn_cuda; do
     extra=""
-    case $t in test_pack_map|test_pack_cuda) extra=tests/gpu/gpu_views.c ;; esac
+    case $t in
+        test_pack_map|test_pack_cuda) extra=tests/gpu/gpu_views.c ;;
+        # its two-rank case forks ranks (tests/mp.c on the tools' launcher)
+        test_nattn_cuda) extra="tests/mp.c tests/mp_uid.c tools/nsp_launch.c tools/nsp_launch_uid.c tools/nc_enter.c tests/nested_attn/nattn_test.c" ;;
+    esac
     if ! $cc $CFLAGS_COMMON -Itests "tests/gpu/$t.c" $extra tests/tap.c -o "$build/$t" $LIBS 2> "$logs/$t.link.err"; then
         echo "  could not build $t:"; head -20 "$logs/$t.link.err"; build_rc=1
     fi
@@ -248,7 +255,7 @@ run_tap test_reduce_map 60 "$build/test_reduce_map"
 step "7/8 tests/gpu/test_reduce_cuda: replica-sum and merge kernels vs their host twins"
 run_tap test_reduce_cuda 60 "$build/test_reduce_cuda"
 
-step "8/8 tests/gpu/test_nattn_cuda: nested attention on device memory (one rank) vs the host reference"
-run_tap test_nattn_cuda 120 "$build/test_nattn_cuda"
+step "8/8 tests/gpu/test_nattn_cuda: nested attention on device memory (one rank; two with 2+ GPUs) vs the host reference"
+run_tap test_nattn_cuda 240 "$build/test_nattn_cuda"
 
 finish

@@ -14,8 +14,9 @@
  * Every entry of every table is set; what a memory type cannot do returns
  * NSP_ERR_UNSUPPORTED with a message that says why and what to use, as
  * the transport and all-to-all engine tables do. The layout and index
- * math (levels, head rows, slices, offsets) is the driver's and the same
- * for every memory type.
+ * math (levels, head rows, slices, offsets, element counts) is the
+ * driver's and the same for every memory type; the entries do elementwise
+ * work only.
  */
 #ifndef NSP_ATTN_SP_ATTN_MEM_H_
 #define NSP_ATTN_SP_ATTN_MEM_H_
@@ -32,9 +33,6 @@ typedef struct nsp_attn_mem {
     nsp_status_t (*check_kernel)(int reference);
     /** Can level `level` (its layout entry lv) run on this memory? */
     nsp_status_t (*check_level)(int level, const nsp_layout_level_t *lv);
-    /** Can a backward in a 16-bit dtype with replicated KV heads widen
-     *  each level's dK/dV to float32 (nested_attn.c dkv_f32)? */
-    nsp_status_t (*check_widen_dkv)(void);
     /** The caller's stream for kernels and exchanges (NULL: none / the
      *  legacy default stream). */
     nsp_status_t (*check_stream)(void *stream);
@@ -44,6 +42,23 @@ typedef struct nsp_attn_mem {
     nsp_status_t (*buffer)(void **ptr, size_t *cap, size_t bytes);
     /** Free a buffer of buffer() (NULL: no-op; nothing may use it). */
     void (*release)(void *ptr);
+    /** dst[i] = src[i] widened from `dtype` to float32 (exact), i < n;
+     *  src: n elements of dtype, dst: n float32, buffers of buffer(), not
+     *  overlapping. Host: done on return; cuda: enqueued on `stream` (a
+     *  backward with dkv_f32 widens each level's dK/dV after its kernel,
+     *  before its summing exchange opens). Errors: NSP_ERR_INVALID_ARG,
+     *  NSP_ERR_BACKEND (the launch failed). */
+    nsp_status_t (*to_f32)(nsp_attn_dtype_t dtype, size_t n, const void *src, float *dst,
+                           void *stream);
+    /** dst[i] = src[i] rounded from float32 to `dtype` (nearest even, one
+     *  rounding), i < n; as to_f32() otherwise (the float32 dK/dV sums
+     *  into the caller's dk, dv). */
+    nsp_status_t (*from_f32)(nsp_attn_dtype_t dtype, size_t n, const float *src, void *dst,
+                             void *stream);
+    /** Wait until the work enqueued on `stream` so far ran (host: no-op;
+     *  cuda: cudaStreamSynchronize), so results are in the caller's
+     *  buffers when a call returns. Errors: NSP_ERR_BACKEND. */
+    nsp_status_t (*sync)(void *stream);
 } nsp_attn_mem_t;
 
 extern const nsp_attn_mem_t nsp_attn_mem_host;

@@ -1,13 +1,16 @@
 /*
  * Nested attention's memory ops on device memory (attn_mem.h; CUDA
  * builds): head-sharded buffers from cudaMalloc on the current device,
- * the caller's kernel on the caller's stream, Ulysses levels (and level 0).
- * Ring levels are refused: their partial merges and KV passing run on the
- * host (ring_attn.c).
+ * the caller's kernel on the caller's stream, Ulysses levels (and level 0),
+ * dK/dV widened to float32 and rounded back by the conversion kernel
+ * (attn_reduce_cuda.h) on the caller's stream. Ring levels are refused:
+ * their partial merges and KV passing run on the host (ring_attn.c).
  */
 #include "config.h"
 
 #include "attn_sp/attn_mem.h"
+#include "attn_sp/attn_reduce_cuda.h"
+#include "attn_sp/attn_reduce_map.h"
 #include "common/log.h"
 #include "streams/cuda_util.h"
 
@@ -34,14 +37,6 @@ static nsp_status_t cuda_check_level(int level, const nsp_layout_level_t *lv)
                          "buffers", AM_WHAT, level, lv->degree, lv->ring);
     }
     return NSP_OK;
-}
-
-static nsp_status_t cuda_check_widen_dkv(void)
-{
-    return nsp_error(NSP_ERR_UNSUPPORTED, "%s: a backward in bfloat16/float16 with KV heads "
-                     "replicated by some rank (a Ulysses degree above n_kv) widens dK/dV to "
-                     "float32 on the host; use dtype NSP_ATTN_FP32, degrees up to n_kv, or the "
-                     "UCX backend with host buffers", AM_WHAT);
 }
 
 static nsp_status_t cuda_check_stream(void *stream)
@@ -74,12 +69,34 @@ static void cuda_release(void *ptr)
     }
 }
 
+/* The conversion kernel (attn_reduce_cuda.h) on the caller's stream;
+ * nsp_attn_dtype_t values are the kernels' NSP_RD_* values. */
+static nsp_status_t cuda_to_f32(nsp_attn_dtype_t dtype, size_t n, const void *src, float *dst,
+                                void *stream)
+{
+    return nsp_cuda_convert((int)dtype, NSP_RD_FP32, (int64_t)n, src, dst, stream);
+}
+
+static nsp_status_t cuda_from_f32(nsp_attn_dtype_t dtype, size_t n, const float *src, void *dst,
+                                  void *stream)
+{
+    return nsp_cuda_convert(NSP_RD_FP32, (int)dtype, (int64_t)n, src, dst, stream);
+}
+
+static nsp_status_t cuda_sync(void *stream)
+{
+    NSP_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream), AM_WHAT);
+    return NSP_OK;
+}
+
 const nsp_attn_mem_t nsp_attn_mem_cuda = {
     .name         = "cuda",
     .check_kernel = cuda_check_kernel,
     .check_level  = cuda_check_level,
-    .check_widen_dkv = cuda_check_widen_dkv,
     .check_stream = cuda_check_stream,
     .buffer       = cuda_buffer,
     .release      = cuda_release,
+    .to_f32       = cuda_to_f32,
+    .from_f32     = cuda_from_f32,
+    .sync         = cuda_sync,
 };

@@ -27,11 +27,6 @@ static nsp_status_t nocuda_check_level(int level, const nsp_layout_level_t *lv)
     return nocuda_error();
 }
 
-static nsp_status_t nocuda_check_widen_dkv(void)
-{
-    return nocuda_error();
-}
-
 static nsp_status_t nocuda_check_stream(void *stream)
 {
     (void)stream;
@@ -51,12 +46,42 @@ static void nocuda_release(void *ptr)
     (void)ptr; /* buffer() never gave one */
 }
 
+static nsp_status_t nocuda_to_f32(nsp_attn_dtype_t dtype, size_t n, const void *src,
+                                  float *dst, void *stream)
+{
+    (void)dtype;
+    (void)n;
+    (void)src;
+    (void)dst;
+    (void)stream;
+    return nocuda_error();
+}
+
+static nsp_status_t nocuda_from_f32(nsp_attn_dtype_t dtype, size_t n, const float *src,
+                                    void *dst, void *stream)
+{
+    (void)dtype;
+    (void)n;
+    (void)src;
+    (void)dst;
+    (void)stream;
+    return nocuda_error();
+}
+
+static nsp_status_t nocuda_sync(void *stream)
+{
+    (void)stream;
+    return nocuda_error();
+}
+
 const nsp_attn_mem_t nsp_attn_mem_cuda = {
     .name         = "cuda (not built)",
     .check_kernel = nocuda_check_kernel,
     .check_level  = nocuda_check_level,
-    .check_widen_dkv = nocuda_check_widen_dkv,
     .check_stream = nocuda_check_stream,
     .buffer       = nocuda_buffer,
     .release      = nocuda_release,
+    .to_f32       = nocuda_to_f32,
+    .from_f32     = nocuda_from_f32,
+    .sync         = nocuda_sync,
 };

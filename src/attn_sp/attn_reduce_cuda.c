@@ -31,3 +31,13 @@ nsp_status_t nsp_cuda_attn_merge(int dtype, int64_t rows, int head_dim, float *o
     NSP_CUDA_CHECK(nsp_rd_launch_merge(&a, (cudaStream_t)stream), "partial merge (cuda)");
     return NSP_OK;
 }
+
+nsp_status_t nsp_cuda_convert(int src_dtype, int dst_dtype, int64_t n, const void *src,
+                              void *dst, void *stream)
+{
+    nsp_rd_convert_args_t a;
+
+    NSP_CHECK(nsp_rd_convert_args(src_dtype, dst_dtype, n, src, dst, &a));
+    NSP_CUDA_CHECK(nsp_rd_launch_convert(&a, (cudaStream_t)stream), "conversion (cuda)");
+    return NSP_OK;
+}

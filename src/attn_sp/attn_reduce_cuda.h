@@ -5,12 +5,13 @@
  * device memory of the current device. Enqueued on `stream` (a
  * cudaStream_t; NULL = the legacy default stream); nothing waits.
  *
- * What uses them: nothing in the driver yet. The float32 replica sum of
- * dK/dV runs inside the CUDA all-to-all's unpack (pack_cuda.h); 16-bit
- * sums need an exchange mode the host engine does not have yet, and ring
- * levels on device memory are refused (attn_mem_cuda.c). These are the
- * kernels those paths call once they exist; perf/gpu_check checks them
- * against the host twins on a GPU.
+ * What uses them: the conversion backs the device memory table's widening
+ * of dK/dV to float32 and their one rounding back (attn_mem_cuda.c). The
+ * replica sum and the merge are not called by the driver yet: the float32
+ * replica sum of dK/dV runs inside the CUDA all-to-all's unpack
+ * (pack_cuda.h), and ring levels on device memory are refused
+ * (attn_mem_cuda.c). tests/gpu/test_reduce_cuda and perf/gpu_check check
+ * them against the host twins on a GPU.
  */
 #ifndef NSP_ATTN_SP_ATTN_REDUCE_CUDA_H_
 #define NSP_ATTN_SP_ATTN_REDUCE_CUDA_H_
@@ -30,5 +31,10 @@ nsp_status_t nsp_cuda_sum_replicas(int dtype, int64_t rows, int64_t row_elems, v
  *  nsp_attn_merge(). Errors: as nsp_cuda_sum_replicas(). */
 nsp_status_t nsp_cuda_attn_merge(int dtype, int64_t rows, int head_dim, float *o, float *lse,
                                  const void *o2, const float *lse2, void *stream);
+
+/** dst[i] = src[i] converted from src_dtype to dst_dtype (one rounding),
+ *  i < n; src and dst must not overlap. Errors: as nsp_cuda_sum_replicas(). */
+nsp_status_t nsp_cuda_convert(int src_dtype, int dst_dtype, int64_t n, const void *src,
+                              void *dst, void *stream);
 
 #endif /* NSP_ATTN_SP_ATTN_REDUCE_CUDA_H_ */

@@ -59,6 +59,23 @@ nsp_status_t nsp_rd_merge_args(int dtype, int64_t rows, int head_dim, float *o, 
     return NSP_OK;
 }
 
+nsp_status_t nsp_rd_convert_args(int src_dtype, int dst_dtype, int64_t n, const void *src,
+                                 void *dst, nsp_rd_convert_args_t *a)
+{
+    NSP_CHECK(rd_check_dtype(src_dtype, "conversion"));
+    NSP_CHECK(rd_check_dtype(dst_dtype, "conversion"));
+    if (n < 0 || (n > 0 && (src == NULL || dst == NULL))) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "conversion: n %lld: need n >= 0 and non-NULL "
+                         "src, dst", (long long)n);
+    }
+    a->src_dtype = src_dtype;
+    a->dst_dtype = dst_dtype;
+    a->n         = n;
+    a->src       = src;
+    a->dst       = dst;
+    return NSP_OK;
+}
+
 nsp_status_t nsp_rd_sum_replicas_host(int dtype, int64_t rows, int64_t row_elems, void *dst,
                                       int64_t dst_stride, const void *src, int64_t src_stride,
                                       int nrep, int64_t rep_stride)
@@ -83,6 +100,18 @@ nsp_status_t nsp_rd_merge_host(int dtype, int64_t rows, int head_dim, float *o, 
     NSP_CHECK(nsp_rd_merge_args(dtype, rows, head_dim, o, lse, o2, lse2, &a));
     for (int64_t r = 0; r < rows; ++r) {
         nsp_rd_merge_row(&a, r);
+    }
+    return NSP_OK;
+}
+
+nsp_status_t nsp_rd_convert_host(int src_dtype, int dst_dtype, int64_t n, const void *src,
+                                 void *dst)
+{
+    nsp_rd_convert_args_t a;
+
+    NSP_CHECK(nsp_rd_convert_args(src_dtype, dst_dtype, n, src, dst, &a));
+    for (int64_t i = 0; i < n; ++i) {
+        nsp_rd_convert_unit(&a, i);
     }
     return NSP_OK;
 }

@@ -20,6 +20,9 @@ cudaError_t nsp_rd_launch_sum(const nsp_rd_sum_args_t *a, cudaStream_t stream);
 /** Enqueue the partial merge of *a on `stream`; the launch's cudaError_t. */
 cudaError_t nsp_rd_launch_merge(const nsp_rd_merge_args_t *a, cudaStream_t stream);
 
+/** Enqueue the conversion of *a on `stream`; the launch's cudaError_t. */
+cudaError_t nsp_rd_launch_convert(const nsp_rd_convert_args_t *a, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

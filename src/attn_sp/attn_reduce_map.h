@@ -3,7 +3,8 @@
  * C and CUDA), compiled both for the GPU (attn_reduce_kernels.cu) and for
  * the host (attn_reduce_emul.c, and the host path's own reductions in
  * attn_reduce.c), so tests on a CPU check the very functions a kernel runs
- * (tests/gpu/test_reduce_map.c) and the GPU adds only the launch. Two reductions, in the shapes of the host ones:
+ * (tests/gpu/test_reduce_map.c) and the GPU adds only the launch. Two
+ * reductions and a conversion, in the shapes of the host ones:
  *
  *   replica sum   dst[r, e] = sum_{k < nrep} src[k * rep_stride + r * src_stride + e]
  *                 r < rows, e < row_elems (strides in elements); every term
@@ -17,11 +18,16 @@
  *                 o2 e^(lse2 - lse), with nsp_attn_merge()'s rules: lse2 =
  *                 -inf adds nothing, lse = -inf takes o2, the log-sum-exp
  *                 symmetric in (lse, lse2). (Ring attention's merge.)
+ *   conversion    dst[i] = src[i], i < n, read as float32 from src's dtype
+ *                 and rounded once to dst's (widening to float32 is exact).
+ *                 (A level's dK/dV widened to float32 scratch before their
+ *                 summing exchange, and the float32 sums rounded back.)
  *
  * Element types are nsp_attn_dtype_t values: FP32, BF16 (the top 16 bits
  * of a float32), FP16 (IEEE binary16). Stores round to nearest even; NaN
  * stays NaN. Work units: the replica sum has rows * row_elems units (one
- * element each), the merge `rows` units (one row each).
+ * element each), the merge `rows` units (one row each), the conversion n units (one
+ * element each).
  */
 #ifndef NSP_ATTN_SP_ATTN_REDUCE_MAP_H_
 #define NSP_ATTN_SP_ATTN_REDUCE_MAP_H_
@@ -61,6 +67,15 @@ typedef struct nsp_rd_merge_args {
     const void  *o2;         /**< [rows, D] partial, dtype */
     const float *lse2;       /**< [rows] */
 } nsp_rd_merge_args_t;
+
+/** Arguments of one conversion (host or device pointers). */
+typedef struct nsp_rd_convert_args {
+    int32_t     src_dtype;   /**< NSP_RD_* of src */
+    int32_t     dst_dtype;   /**< NSP_RD_* of dst */
+    int64_t     n;           /**< elements */
+    const void *src;         /**< [n] of src_dtype */
+    void       *dst;         /**< [n] of dst_dtype, not overlapping src */
+} nsp_rd_convert_args_t;
 
 NSP_RD_FN float nsp_rd_bits_f32(uint32_t u)
 {
@@ -205,13 +220,20 @@ NSP_RD_FN void nsp_rd_merge_row(const nsp_rd_merge_args_t *a, int64_t row)
     a->lse[row] = merged;
 }
 
+/** Conversion unit i: element i, one load and one store. */
+NSP_RD_FN void nsp_rd_convert_unit(const nsp_rd_convert_args_t *a, int64_t i)
+{
+    nsp_rd_store(a->dst_dtype, a->dst, i, nsp_rd_load(a->src_dtype, a->src, i));
+}
+
 #ifndef __CUDACC__
 #include "nspcomm.h"
 
 /**
  * The host twins of the device reductions (attn_reduce_emul.c): the same
  * units in ascending order, so a GPU result must equal them up to the
- * rounding of expf/log1pf (merge) and bit for bit (replica sum). Plain
+ * rounding of expf/log1pf (merge) and bit for bit (replica sum,
+ * conversion). Plain
  * signatures: pointers, counts, strides in elements, the dtype.
  * Errors: NSP_ERR_INVALID_ARG (negative counts, nrep < 1, NULL with work,
  * a dtype other than FP32, BF16, FP16).
@@ -221,6 +243,8 @@ nsp_status_t nsp_rd_sum_replicas_host(int dtype, int64_t rows, int64_t row_elems
                                       int nrep, int64_t rep_stride);
 nsp_status_t nsp_rd_merge_host(int dtype, int64_t rows, int head_dim, float *o, float *lse,
                                const void *o2, const float *lse2);
+nsp_status_t nsp_rd_convert_host(int src_dtype, int dst_dtype, int64_t n, const void *src,
+                                 void *dst);
 
 /** Fill the argument structs (and check them) for either side. */
 nsp_status_t nsp_rd_sum_args(int dtype, int64_t rows, int64_t row_elems, void *dst,
@@ -228,6 +252,8 @@ nsp_status_t nsp_rd_sum_args(int dtype, int64_t rows, int64_t row_elems, void *d
                              int64_t rep_stride, nsp_rd_sum_args_t *a);
 nsp_status_t nsp_rd_merge_args(int dtype, int64_t rows, int head_dim, float *o, float *lse,
                                const void *o2, const float *lse2, nsp_rd_merge_args_t *a);
+nsp_status_t nsp_rd_convert_args(int src_dtype, int dst_dtype, int64_t n, const void *src,
+                                 void *dst, nsp_rd_convert_args_t *a);
 #endif
 
 #endif /* NSP_ATTN_SP_ATTN_REDUCE_MAP_H_ */

@@ -9,7 +9,6 @@
 
 #include "attn_sp/attn_mem.h"
 #include "attn_sp/attn_ref.h"
-#include "attn_sp/attn_reduce.h"
 #include "attn_sp/layout.h"
 #include "attn_sp/nested_a2a.h"
 #include "attn_sp/pack.h"
@@ -919,9 +918,10 @@ static nsp_status_t level_widen_dkv(nattn_call_t *c, int l, const level_ptrs_t *
         return NSP_OK;
     }
     c0 = nsp_thread_cpu_s();
-    st = nsp_reduce_to_f32(c->a->dtype, n, base->dk + e0 * c->a->es, c->dkv32[0] + e0);
-    st = st < 0 ? st : nsp_reduce_to_f32(c->a->dtype, n, base->dv + e0 * c->a->es,
-                                         c->dkv32[1] + e0);
+    st = c->a->mem->to_f32(c->a->dtype, n, base->dk + e0 * c->a->es, c->dkv32[0] + e0,
+                           c->a->stream);
+    st = st < 0 ? st : c->a->mem->to_f32(c->a->dtype, n, base->dv + e0 * c->a->es,
+                                         c->dkv32[1] + e0, c->a->stream);
     c->st.level[l].compute_s += nsp_thread_cpu_s() - c0;
     return st;
 }
@@ -1089,7 +1089,7 @@ static nsp_status_t check_bwd(const nsp_nested_attn_t *a, const nsp_nested_attn_
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_nested_attn_bwd: the kernel has no "
                          "backward callback");
     }
-    return a->dkv_f32 ? a->mem->check_widen_dkv() : NSP_OK;
+    return NSP_OK;
 }
 
 /* With dkv_f32: the float32 copies of dK/dV, head-sharded (the level's
@@ -1111,7 +1111,9 @@ static nsp_status_t dkv_f32_buffers(nsp_nested_attn_t *a, void **h32, void **s32
     return attn_buffer(a, B_DV32S, sb, &s32[1]);
 }
 
-/* The one rounding of the float32 dK/dV sums into the caller's dk and dv. */
+/* The one rounding of the float32 dK/dV sums into the caller's dk and dv
+ * (on device memory on the caller's stream, waited for: the results are
+ * in dk, dv when the call returns, as every other output). */
 static nsp_status_t dkv_round(const nsp_nested_attn_t *a, void *const *s32, void *dk, void *dv)
 {
     size_t n = (size_t)a->info.local_tokens * (size_t)a->attn.kv_heads *
@@ -1120,8 +1122,9 @@ static nsp_status_t dkv_round(const nsp_nested_attn_t *a, void *const *s32, void
     if (!a->dkv_f32) {
         return NSP_OK;
     }
-    NSP_CHECK(nsp_reduce_from_f32(a->dtype, n, s32[0], dk));
-    return nsp_reduce_from_f32(a->dtype, n, s32[1], dv);
+    NSP_CHECK(a->mem->from_f32(a->dtype, n, s32[0], dk, a->stream));
+    NSP_CHECK(a->mem->from_f32(a->dtype, n, s32[1], dv, a->stream));
+    return a->mem->sync(a->stream);
 }
 
 nsp_status_t nsp_nested_attn_bwd(nsp_nested_attn_t *a, const nsp_nested_attn_saved_t *saved,

@@ -34,7 +34,8 @@ check_PROGRAMS += tests/gpu/test_nattn_cuda tests/gpu/test_reduce_cuda
 TESTS += tests/gpu/test_nattn_cuda tests/gpu/test_reduce_cuda
 tests_gpu_test_nattn_cuda_SOURCES = tests/gpu/test_nattn_cuda.c
 tests_gpu_test_nattn_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-tests_gpu_test_nattn_cuda_LDADD = $(GPU_TEST_LIBS) $(CUDA_LIBS) -lm
+tests_gpu_test_nattn_cuda_LDADD = tests/nested_attn/libnattntest.la $(GPU_TEST_LIBS) \
+	$(CUDA_LIBS) -lm
 tests_gpu_test_reduce_cuda_SOURCES = tests/gpu/test_reduce_cuda.c
 tests_gpu_test_reduce_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_gpu_test_reduce_cuda_LDADD = $(GPU_TEST_LIBS) $(CUDA_LIBS) -lm

@@ -1,7 +1,7 @@
 /*
- * Nested attention on device memory over the NCCL backend, on one GPU
- * (needs a CUDA device; prints "1..0 # SKIP no CUDA device (...)" where
- * there is none). A world of one rank, so every level is local (level 0):
+ * Nested attention on device memory over the NCCL backend (needs a CUDA
+ * device; prints "1..0 # SKIP no CUDA device (...)" where there is none).
+ * Mostly a world of one rank, so every level is local (level 0):
  *
  *   - the CUDA engine's gated exchange: a gated start moves nothing until
  *     its level is opened, then moves it bit for bit; one-shot gated posts
@@ -14,17 +14,31 @@
  *     fp32 within 1e-5, bf16 within 1.6e-2 (o, dq, dk, dv are bf16; lse is
  *     float32 and within 1e-5 in both)
  *
+ *   - the cuda memory table's dK/dV widening to float32 and rounding back
+ *     (the conversion kernel on a stream) equal the host table's, bit for
+ *     bit, for fp32, bf16 and fp16
+ *   - with two or more devices: two ranks (forked, one device each) over
+ *     NCCL, one Ulysses group of degree 2 over one KV head (replicated on
+ *     both ranks), bf16 forward + backward against the single-process
+ *     float32 reference, within 1.6e-2 (relative to max(1, |reference|)):
+ *     the backward widens dK/dV to float32 on the device, sums the two
+ *     replicas in float32 and rounds once; on one device that part prints
+ *     "# SKIP" (NCCL takes one rank per device)
+ *
  * The kernel here stages through the host (it waits for batch->stream,
  * copies to the host, runs the reference in float32, copies back on the
  * stream): what is checked is the driver's device path (buffers, streams,
  * gated head-to-sequence, level 0 on the CUDA engine), not a GPU kernel.
  */
 #include "nspcomm.h"
+#include "attn_sp/attn_mem.h"
 #include "attn_sp/attn_reduce_map.h"
 #include "attn_sp/nested_a2a.h"
 #include "common/log.h"
 #include "streams/cuda_util.h"
 
+#include "../mp.h"
+#include "../nested_attn/nattn_test.h"
 #include "../tap.h"
 
 #include <cuda_runtime.h>
@@ -508,16 +522,228 @@ static void test_refusals(fixture_t *f)
                "set_stream(NULL attn) is refused");
 }
 
+/* ---- the memory table's conversions on the device ------------------------ */
+
+static void test_mem_convert(int dtype, const char *name)
+{
+    enum { N = 4099 };
+    size_t es = dtype == NSP_ATTN_FP32 ? 4 : 2;
+    float *f = malloc(sizeof(float) * N), *w32 = malloc(sizeof(float) * N);
+    char  *h16 = malloc(N * es), *w16 = malloc(N * es);
+    void  *d16 = dev_copy(NULL, N * es), *d32 = dev_copy(NULL, sizeof(float) * N);
+    cudaStream_t s = NULL;
+    int    ok = f && w32 && h16 && w16 && d16 && d32 &&
+             cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess;
+
+    for (int i = 0; ok && i < N; ++i) {
+        f[i] = urand() * (i % 7 == 0 ? 70000.0f : 3.0f); /* some overflow fp16 */
+        nsp_rd_store(dtype, h16, i, urand() * 4.0f);
+    }
+    ok = ok && cudaMemcpy(d16, h16, N * es, cudaMemcpyHostToDevice) == cudaSuccess &&
+         nsp_attn_mem_host.to_f32(dtype, N, h16, w32, NULL) == NSP_OK &&
+         nsp_attn_mem_cuda.to_f32(dtype, N, d16, d32, s) == NSP_OK &&
+         nsp_attn_mem_cuda.sync(s) == NSP_OK && dev_equal(d32, w32, sizeof(float) * N);
+    tap_ok(ok, "%s: the cuda table widens %d elements to float32 as the host table, bit for "
+               "bit%s%s", name, N, ok ? "" : ": ", ok ? "" : nsp_last_error());
+    ok = f && w16 && d32 && cudaMemcpy(d32, f, sizeof(float) * N, cudaMemcpyHostToDevice) ==
+                                cudaSuccess &&
+         nsp_attn_mem_host.from_f32(dtype, N, f, w16, NULL) == NSP_OK &&
+         nsp_attn_mem_cuda.from_f32(dtype, N, d32, d16, s) == NSP_OK &&
+         nsp_attn_mem_cuda.sync(s) == NSP_OK && dev_equal(d16, w16, N * es);
+    tap_ok(ok, "%s: the cuda table rounds %d float32 (overflow included) as the host table, bit "
+               "for bit%s%s", name, N, ok ? "" : ": ", ok ? "" : nsp_last_error());
+    if (s != NULL) {
+        cudaStreamDestroy(s);
+    }
+    cudaFree(d16), cudaFree(d32);
+    free(f), free(w32), free(h16), free(w16);
+}
+
+/* ---- two ranks, replicated KV heads, bf16 ----------------------------------- */
+
+#define MR_RANKS 2
+#define MR_FEW_DEVICES 77 /* a rank's exit code: fewer devices than ranks */
+
+typedef struct mr_case {
+    nsp_unique_id_t   id;
+    nsp_plan_t       *plan;
+    nt_ref_t          ref;
+    nsp_attn_params_t ap;
+} mr_case_t;
+
+/* Worst error of local (dtype, at dev) against the reference's chunks,
+ * relative to max(1, |reference|); INFINITY when it cannot be read. */
+static double mr_err(const mr_case_t *mc, const nsp_layout_t *lay, const float *global,
+                     int heads, const void *dev, int64_t tokens)
+{
+    float *got = stage_in(NSP_ATTN_BF16, dev, tokens * heads * D);
+    double s = 0.0, d = got == NULL ? INFINITY
+                                    : nt_max_diff(&mc->ref, lay, global, heads, D, got, &s);
+
+    free(got);
+    return d / (s > 1.0 ? s : 1.0);
+}
+
+/* Host arrays of the rank's chunks (q, k, v, dout) -> device bf16. */
+static int mr_inputs(const mr_case_t *mc, const nsp_layout_t *lay, int64_t tokens,
+                     dev_bufs_t *d)
+{
+    int    nq = mc->ap.q_heads, nkv = mc->ap.kv_heads;
+    float *hq = malloc(sizeof(float) * (size_t)(tokens * nq * D + 1));
+    float *hk = malloc(sizeof(float) * (size_t)(tokens * nkv * D + 1));
+    float *hv = malloc(sizeof(float) * (size_t)(tokens * nkv * D + 1));
+    float *hd = malloc(sizeof(float) * (size_t)(tokens * nq * D + 1));
+    int    ok = hq && hk && hv && hd;
+
+    if (ok) {
+        nt_gather(&mc->ref, lay, mc->ref.q, nq, D, hq);
+        nt_gather(&mc->ref, lay, mc->ref.k, nkv, D, hk);
+        nt_gather(&mc->ref, lay, mc->ref.v, nkv, D, hv);
+        nt_gather(&mc->ref, lay, mc->ref.dout, nq, D, hd);
+        d->q = dev_of(NSP_ATTN_BF16, hq, tokens * nq * D);
+        d->k = dev_of(NSP_ATTN_BF16, hk, tokens * nkv * D);
+        d->v = dev_of(NSP_ATTN_BF16, hv, tokens * nkv * D);
+        d->dout = dev_of(NSP_ATTN_BF16, hd, tokens * nq * D);
+        d->o = dev_copy(NULL, (size_t)(tokens * nq * D) * 2 + 2);
+        d->dq = dev_copy(NULL, (size_t)(tokens * nq * D) * 2 + 2);
+        d->dk = dev_copy(NULL, (size_t)(tokens * nkv * D) * 2 + 2);
+        d->dv = dev_copy(NULL, (size_t)(tokens * nkv * D) * 2 + 2);
+        d->lse = dev_copy(NULL, sizeof(float) * (size_t)(tokens * nq) + 4);
+    }
+    free(hq), free(hk), free(hv), free(hd);
+    return ok && d->q && d->k && d->v && d->dout && d->o && d->dq && d->dk && d->dv && d->lse;
+}
+
+/* Forward + backward (saved) of the rank; value 0: worst error. */
+static int mr_run(const mr_case_t *mc, nsp_tree_t *tree, const nsp_layout_t *lay,
+                  int64_t tokens)
+{
+    stage_t                  stage;
+    nsp_nested_attn_params_t p = attn_params(NSP_ATTN_BF16, &stage);
+    nsp_nested_attn_t       *a = NULL;
+    nsp_nested_attn_saved_t *saved = NULL;
+    dev_bufs_t               d;
+    double                   w;
+    int                      rc = 1;
+
+    memset(&d, 0, sizeof(d));
+    memset(&stage, 0, sizeof(stage));
+    nsp_attn_kernel_reference(&stage.ref);
+    p.attn = mc->ap;
+    if (!mr_inputs(mc, lay, tokens, &d)) {
+        FAIL("device buffers: %s", nsp_last_error());
+    }
+    if (nsp_nested_attn_create(tree, lay, &p, &a) != NSP_OK ||
+        nsp_nested_attn_fwd(a, d.q, d.k, d.v, d.o, d.lse, &saved, NULL) != NSP_OK ||
+        nsp_nested_attn_bwd(a, saved, NULL, NULL, NULL, NULL, NULL, d.dout, d.dq, d.dk, d.dv,
+                            NULL) != NSP_OK) {
+        FAIL("nested attention: %s", nsp_last_error());
+    }
+    w = mr_err(mc, lay, mc->ref.o, mc->ap.q_heads, d.o, tokens);
+    w = fmax(w, mr_err(mc, lay, mc->ref.dq, mc->ap.q_heads, d.dq, tokens));
+    w = fmax(w, mr_err(mc, lay, mc->ref.dk, mc->ap.kv_heads, d.dk, tokens));
+    w = fmax(w, mr_err(mc, lay, mc->ref.dv, mc->ap.kv_heads, d.dv, tokens));
+    mp_set_value(0, w);
+    rc = w <= 1.6e-2 ? 0 : 2;
+    if (rc != 0) {
+        mp_note("o, dq, dk, dv: worst relative error %.3g", w);
+    }
+out:
+    nsp_nested_attn_saved_free(saved);
+    nsp_nested_attn_destroy(a);
+    dev_down(&d);
+    return rc;
+}
+
+static int mr_rank(int rank, int nranks, void *arg)
+{
+    mr_case_t      *mc = arg;
+    nsp_config_t    cfg = NSP_CONFIG_INITIALIZER;
+    nsp_comm_t     *comm = NULL;
+    nsp_tree_t     *tree = NULL;
+    nsp_layout_t   *lay = NULL;
+    nsp_layout_info_t info;
+    int             ndev = 0, degrees[2] = {1, nranks}, rc = 1;
+
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < nranks) {
+        mp_note("%d CUDA device(s) for %d ranks", ndev, nranks);
+        return MR_FEW_DEVICES;
+    }
+    cfg.backend   = "nccl";
+    cfg.timeout_s = 30.0;
+    if (cudaSetDevice(rank) != cudaSuccess) {
+        FAIL("cudaSetDevice(%d) failed", rank);
+    }
+    if (nsp_comm_init_rank(&comm, nranks, mc->id, rank, &cfg) != NSP_OK ||
+        nsp_tree_create(comm, degrees, 2, &tree) != NSP_OK ||
+        nsp_layout_create(mc->plan, 0, rank, &lay) != NSP_OK ||
+        nsp_layout_query(lay, &info) != NSP_OK) {
+        FAIL("NCCL world, tree, layout: %s", nsp_last_error());
+    }
+    rc = mr_run(mc, tree, lay, info.local_tokens);
+out:
+    nsp_layout_free(lay);
+    nsp_tree_destroy(tree);
+    nsp_comm_destroy(comm);
+    return rc;
+}
+
+/* Before anything touches CUDA in this process (the ranks are forked). */
+static void mr_case_run(mp_result_t *res, int *started)
+{
+    static const int64_t lens[3] = {37, 64, 5};
+    const nt_group_t     g[1]    = {{0, 0, MR_RANKS, 1}};
+    const int            sg[3]   = {0, 0, 0};
+    nsp_model_t          model;
+    nsp_cluster_t        cluster;
+    mr_case_t            mc;
+
+    memset(&mc, 0, sizeof(mc));
+    memset(res, 0, sizeof(*res));
+    *started = 0;
+    nt_model(4, 1, D, &model);
+    nt_cluster(MR_RANKS, &cluster);
+    mc.ap.q_heads = 4, mc.ap.kv_heads = 1, mc.ap.head_dim = D, mc.ap.causal = 1;
+    mc.plan = nt_plan(&model, &cluster, lens, 3, g, 1, sg);
+    if (mc.plan != NULL && nt_ref_make(mc.plan, &mc.ap, 11, &mc.ref) == 0) {
+        *started = mp_run_uid(MR_RANKS, 120.0, mr_rank, &mc, &mc.id, res) >= 0;
+        nt_ref_free(&mc.ref);
+    }
+    nsp_plan_free(mc.plan);
+}
+
+static void mr_case_report(const mp_result_t *res, int started)
+{
+    int few = 0;
+
+    for (int r = 0; started && r < res->nranks; ++r) {
+        few += res->rank[r].exited && res->rank[r].exit_code == MR_FEW_DEVICES;
+    }
+    if (started && few == res->nranks) {
+        tap_skip(1, "2 ranks, bf16, replicated KV: needs %d CUDA devices (%s)", MR_RANKS,
+                 res->rank[0].note);
+        return;
+    }
+    tap_ok(started && mp_all_ok(res), "2 ranks over NCCL, one device each, bf16, 1 KV head "
+           "replicated on both: forward + backward within 1.6e-2 of the float32 reference "
+           "(worst %.3g, %.3g)", res->rank[0].value[0], res->rank[1].value[0]);
+}
+
 int main(void)
 {
-    fixture_t f;
-    int       ndev = 0;
+    fixture_t   f;
+    int         ndev = 0, mr_started = 0;
+    static mp_result_t mr;
 
+    setenv("NSPCOMM_LOG_LEVEL", "WARN", 0);
+    mr_case_run(&mr, &mr_started);
     if (nsp_cuda_device_probe(&ndev) != NSP_OK) {
         tap_skip_all("no CUDA device (%s)", nsp_last_error());
     }
-    tap_diag("%d CUDA device(s): nested attention on device memory, one rank", ndev);
-    setenv("NSPCOMM_LOG_LEVEL", "WARN", 0);
+    tap_diag("%d CUDA device(s): nested attention on device memory", ndev);
+    test_mem_convert(NSP_ATTN_FP32, "fp32");
+    test_mem_convert(NSP_ATTN_BF16, "bf16");
+    test_mem_convert(NSP_ATTN_FP16, "fp16");
     if (!fixture_up(&f)) {
         tap_ok(0, "one-rank NCCL world, tree and layout: %s", nsp_last_error());
         return tap_done();
@@ -527,5 +753,6 @@ int main(void)
     run_case(&f, NSP_ATTN_FP32, "fp32", 1e-5);
     run_case(&f, NSP_ATTN_BF16, "bf16", 1.6e-2);
     fixture_down(&f);
+    mr_case_report(&mr, mr_started);
     return tap_done();
 }

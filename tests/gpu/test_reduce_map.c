@@ -6,11 +6,16 @@
  *     neighbours, independently of the conversion's own bit tricks)
  *   - the replica sum against a sum computed here in double
  *   - the partial merge against the host nsp_attn_merge(), bit for bit
+ *   - the conversion (dtype <-> float32) against the host path's
+ *     nsp_reduce_to_f32 / nsp_reduce_from_f32 and the host memory table's
+ *     to_f32 / from_f32, bit for bit: every 16-bit pattern widened,
+ *     200000 floats (overflow, NaN, subnormals included) rounded
  *   - the memory tables: device entries refuse what the device path
  *     cannot do (ring levels, the host reference kernel), the host entry
  *     refuses a stream, host buffers grow
  */
 #include "attn_sp/attn_mem.h"
+#include "attn_sp/attn_reduce.h"
 #include "attn_sp/attn_reduce_map.h"
 #include "common/log.h"
 
@@ -182,6 +187,71 @@ static void test_merge(int dtype, const char *name)
     free(o), free(lse), free(ro), free(rlse), free(o2f), free(lse2), free(o2);
 }
 
+/* n floats of every kind: random magnitudes 2^-30..2^20, +-0, +-inf, NaN. */
+static void some_floats(float *f, int n)
+{
+    for (int i = 0; i < n; ++i) {
+        f[i] = (float)((urand() * 2.0 - 1.0) * ldexp(1.0, (int)(urand() * 50.0) - 30));
+    }
+    f[0] = 0.0f, f[1] = -0.0f, f[2] = INFINITY, f[3] = -INFINITY, f[4] = NAN;
+    f[5] = 65520.0f, f[6] = 1.0f + ldexpf(1.0f, -8);
+}
+
+static void test_convert(int dtype, const char *name)
+{
+    enum { NW = 65536, NR = 200000 };
+    size_t    es = dtype == NSP_RD_FP32 ? 4 : 2;
+    uint16_t *pat = malloc(sizeof(uint16_t) * NW);
+    float    *f = malloc(sizeof(float) * NR), *w[3];
+    char     *r[3];
+    int       widen_same, round_same;
+
+    for (int i = 0; i < 3; ++i) {
+        w[i] = malloc(sizeof(float) * NR), r[i] = malloc(es * NR);
+    }
+    for (int i = 0; i < NW; ++i) {
+        pat[i] = (uint16_t)i;
+    }
+    some_floats(f, NR);
+    /* widen: 16-bit patterns (fp32: the random floats as the source) */
+    {
+        const void *src = dtype == NSP_RD_FP32 ? (const void *)f : (const void *)pat;
+        int         n   = dtype == NSP_RD_FP32 ? NR : NW;
+        widen_same = nsp_rd_convert_host(dtype, NSP_RD_FP32, n, src, w[0]) == NSP_OK &&
+                     nsp_reduce_to_f32(dtype, (size_t)n, src, w[1]) == NSP_OK &&
+                     nsp_attn_mem_host.to_f32(dtype, (size_t)n, src, w[2], NULL) == NSP_OK &&
+                     memcmp(w[0], w[1], sizeof(float) * n) == 0 &&
+                     memcmp(w[0], w[2], sizeof(float) * n) == 0;
+    }
+    round_same = nsp_rd_convert_host(NSP_RD_FP32, dtype, NR, f, r[0]) == NSP_OK &&
+                 nsp_reduce_from_f32(dtype, NR, f, r[1]) == NSP_OK &&
+                 nsp_attn_mem_host.from_f32(dtype, NR, f, r[2], NULL) == NSP_OK &&
+                 memcmp(r[0], r[1], es * NR) == 0 && memcmp(r[0], r[2], es * NR) == 0;
+    tap_ok(widen_same, "%s conversion to float32 = nsp_reduce_to_f32 = host table, bit for "
+                       "bit (%d values)", name, dtype == NSP_RD_FP32 ? NR : NW);
+    tap_ok(round_same, "%s conversion from float32 = nsp_reduce_from_f32 = host table, bit for "
+                       "bit (%d floats, inf, NaN, overflow included)", name, NR);
+    for (int i = 0; i < 3; ++i) {
+        free(w[i]), free(r[i]);
+    }
+    free(pat), free(f);
+}
+
+static void test_convert_args(void)
+{
+    float x = 1.0f, y;
+
+    tap_is_int(nsp_rd_convert_host(7, NSP_RD_FP32, 1, &x, &y), NSP_ERR_INVALID_ARG,
+               "conversion: an unknown dtype is rejected: %s", nsp_last_error());
+    tap_is_int(nsp_rd_convert_host(NSP_RD_FP32, NSP_RD_BF16, -1, &x, &y), NSP_ERR_INVALID_ARG,
+               "conversion: n < 0 is rejected");
+    tap_is_int(nsp_rd_convert_host(NSP_RD_FP32, NSP_RD_BF16, 1, NULL, &y), NSP_ERR_INVALID_ARG,
+               "conversion: NULL src with work is rejected");
+    tap_is_int(nsp_rd_convert_host(NSP_RD_FP32, NSP_RD_BF16, 0, NULL, NULL), NSP_OK,
+               "conversion: n = 0 with NULL buffers is a no-op");
+    tap_is_int(nsp_attn_mem_host.sync(NULL), NSP_OK, "host table: sync is a no-op");
+}
+
 static void test_mem_tables(void)
 {
     nsp_layout_level_t ring, ulysses;
@@ -220,6 +290,10 @@ int main(void)
     test_merge(NSP_RD_FP32, "fp32");
     test_merge(NSP_RD_BF16, "bf16");
     test_merge(NSP_RD_FP16, "fp16");
+    test_convert(NSP_RD_FP32, "fp32");
+    test_convert(NSP_RD_BF16, "bf16");
+    test_convert(NSP_RD_FP16, "fp16");
+    test_convert_args();
     test_mem_tables();
     return tap_done();
 }
