@@ -245,7 +245,7 @@ int main(int argc, char **argv)
            "routing in disjoint mode: the same assignment and step on %d of %d",
            disjoint_same, disjoint_runs);
     tap_ok(move_runs > 0 && moves > 0 && raised == 0,
-           "local moves on %d routed batches (with and without rings): %d of %d moves raised the step "
-           "(round fixed costs included)", move_runs, raised, moves);
+           "local moves on %d routed batches (with and without rings): %d of %d moves raised "
+           "the step (round fixed costs included)", move_runs, raised, moves);
     return tap_done();
 }
