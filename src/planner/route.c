@@ -147,7 +147,8 @@ static int insertion_cut(const nest_state_t *st, int i, int r, int l, int rc,
     }
     d1      = nsp_nest_d1_bound(st, i, l, rc);
     peak_lb = m1 * (1.0 - 1e-12) + d1;
-    obj_lb  = step - rmax[r] + dmax(rmax[r], peak_lb);
+    obj_lb  = step - nest_round_term(st, rmax[r]) +
+              nest_round_term(st, dmax(rmax[r], peak_lb));
     if (obj_lb < best->obj - 1e-15) {
         return 0;
     }
@@ -155,7 +156,8 @@ static int insertion_cut(const nest_state_t *st, int i, int r, int l, int rc,
 }
 
 /* Best place for sequence i (already removed) over every round and level,
- * judged by the step it leads to; rmax[] are the current round maxima. */
+ * judged by the step it leads to (round fixed costs included, as in `step`:
+ * the step without i); rmax[] are the current round maxima. */
 static void best_insertion(const nest_state_t *st, int i, const double *rmax, double step,
                            nest_option_t *best)
 {
@@ -176,7 +178,8 @@ static void best_insertion(const nest_state_t *st, int i, const double *rmax, do
                 if (n < 0 || !nsp_nest_eval_option(st, i, r, n, rc, rmax[r], &opt)) {
                     continue;
                 }
-                opt.obj = step - rmax[r] + dmax(rmax[r], opt.peak);
+                opt.obj = step - nest_round_term(st, rmax[r]) +
+                          nest_round_term(st, dmax(rmax[r], opt.peak));
                 if (!best->valid || opt.obj < best->obj - 1e-15 ||
                     (opt.obj <= best->obj + 1e-15 && opt.area < best->area)) {
                     *best = opt;
@@ -186,8 +189,11 @@ static void best_insertion(const nest_state_t *st, int i, const double *rmax, do
     }
 }
 
-/* Move sequences off the slowest rank of each round while the step drops. */
-static void local_moves(nest_state_t *st)
+/* Move sequences off the slowest rank of each round while the step drops.
+ * `before` (the step with i in place) and the options' steps (without it,
+ * then with it elsewhere) all count each used round's fixed cost: a move is
+ * taken only if it lowers the step the state reports. */
+void nsp_nest_local_moves(nest_state_t *st)
 {
     int path[NSP_PLANNER_MAX_LEVELS];
 
@@ -208,17 +214,16 @@ static void local_moves(nest_state_t *st)
                     const int     nexti = st->next[i];
                     const int     rc0   = rd->node[n].rc;
                     nest_option_t best;
-                    double        before = nsp_nest_state_step(st), mid;
+                    const double  before = nsp_nest_state_step(st);
                     --st->trials;
                     nsp_nest_unplace(st, i);
                     for (int rr = 0; rr < st->R; ++rr) {
                         rmax[rr] = nsp_nest_round_max(st, &st->round[rr]);
                     }
-                    mid = 0.0;
+                    step = 0.0;
                     for (int rr = 0; rr < st->R; ++rr) {
-                        mid += rmax[rr];
+                        step += nest_round_term(st, rmax[rr]);
                     }
-                    step = mid;
                     best_insertion(st, i, rmax, step, &best);
                     if (best.valid && best.obj < before * (1.0 - 1e-9) &&
                         !(best.r == r && best.node == n)) {
@@ -501,7 +506,7 @@ static nsp_status_t polish_best(nest_state_t *st, const nest_saved_t *best,
     step0 = nsp_nest_state_step(st);
     t0    = nsp_wtime();
     if (best->step > NEST_LOCAL_GAP * se->bound) {
-        local_moves(st);   /* near the bound there is nothing left to gain */
+        nsp_nest_local_moves(st);   /* near the bound there is nothing left to gain */
     }
     unflip_groups(st);
     if (se->mode == NSP_ROUTE_NESTED) {

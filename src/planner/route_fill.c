@@ -562,8 +562,7 @@ double nsp_nest_state_step(const nest_state_t *st)
     double step = 0.0;
 
     for (int r = 0; r < st->R; ++r) {
-        const double m = nsp_nest_round_max(st, &st->round[r]);
-        step += m > 0.0 ? m + st->rfix : 0.0;   /* a used round pays its fixed cost */
+        step += nest_round_term(st, nsp_nest_round_max(st, &st->round[r]));
     }
     return step;
 }
@@ -746,8 +745,8 @@ double nsp_nest_state_exact(const nest_state_t *st, int *levels, double *buf)
     double    step = 0.0;
 
     for (int r = 0; r < st->R; ++r) {
-        const double m = round_exact(st, &st->round[r], levels, buf, buf + n, buf + 2 * n);
-        step += m > 0.0 ? m + st->rfix : 0.0;   /* a used round pays its fixed cost */
+        step += nest_round_term(st, round_exact(st, &st->round[r], levels, buf, buf + n,
+                                                buf + 2 * n));
     }
     return step;
 }

@@ -172,6 +172,14 @@ typedef struct nest_state {
     long                       trials;   /* local-search trials left */
 } nest_state_t;
 
+/* What a round whose slowest rank takes m adds to the step, per layer: m and
+ * its fixed cost if it is used, nothing if empty. Every step the search
+ * compares (the state's, a move's before and after) sums these. */
+static inline double nest_round_term(const nest_state_t *st, double m)
+{
+    return m > 0.0 ? m + st->rfix : 0.0;
+}
+
 /* A candidate place for one sequence. */
 typedef struct nest_option {
     int    r, node, rc;    /* round, group, recompute flag of the group afterwards */
@@ -251,6 +259,11 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work);
 /** Exact per-layer step (pipelined only where each rank holds another
  *  level), round fixed costs included; levels [ranks], buf [3 ranks] scratch. */
 double nsp_nest_state_exact(const nest_state_t *st, int *levels, double *buf);
+/** Local moves (route.c): move sequences off each round's slowest rank to
+ *  the place that lowers the step (round fixed costs included on both
+ *  sides) most, while it drops and st->trials lasts; every accepted move
+ *  lowers nsp_nest_state_step. */
+void nsp_nest_local_moves(nest_state_t *st);
 /** Give ranks that hold a single exchanging level a short leaf sequence of
  *  the round, kept where the round's exact time drops. Errors: NSP_ERR_NO_MEMORY. */
 nsp_status_t nsp_nest_fix_lonely_ranks(nest_state_t *st);
