@@ -25,6 +25,8 @@ dist_noinst_SCRIPTS += tests/test_structure.sh
 # The Python package (python/) and its torch op: pytest, one TAP line per
 # test (tests/python/test_python.sh; skips with a reason without torch).
 TESTS += tests/python/test_python.sh
+# The training run, short (4 ranks, 2 steps per planner; tests/python/test_train.sh).
+TESTS += tests/python/test_train.sh
 EXTRA_DIST += tests/python python examples/torch perf/torch_ulysses_compare.py
 
 # Version and ABI checks for bindings, planner kinds by name.

@@ -1,0 +1,52 @@
+#!/bin/sh
+# The training run (examples/torch/train_nsp.py) end to end, short: 4 ranks
+# under torchrun on loopback, 2 steps per planner, 2 layers. Its own
+# correctness checks (step-0 loss and gradients against one process, the
+# planners' loss curves) decide its exit status; this test also checks the
+# JSON it writes. Skips like tests/python/test_python.sh (no torch, an ASan
+# build); NSP_REQUIRE_TORCH=1 turns a missing torch into a failure.
+. "${NSP_TOP_SRCDIR:-.}/tests/tap.sh" # top_srcdir, top_builddir, n, fail, check
+lib="$top_builddir/lib/.libs/libnspcomm.so"
+py=${NSP_PYTHON:-}
+if [ -z "$py" ]; then
+    if [ -x "$top_srcdir/.venv/bin/python" ]; then py="$top_srcdir/.venv/bin/python"; else
+        py=${PYTHON3:-python3}; fi
+fi
+if [ ! -e "$lib" ]; then
+    echo "1..0 # SKIP $lib not built (configured without the communication layer)"
+    exit 0
+fi
+if ldd "$lib" 2>/dev/null | grep -q libasan; then
+    echo "1..0 # SKIP libnspcomm is an ASan build; the training run runs in the plain build"
+    exit 0
+fi
+if ! "$py" -c "import torch" >/dev/null 2>&1; then
+    if [ "${NSP_REQUIRE_TORCH:-0}" = 1 ]; then
+        echo "1..1"
+        echo "not ok 1 - torch importable by $py (NSP_REQUIRE_TORCH=1)"
+        exit 1
+    fi
+    echo "1..0 # SKIP torch is not installed for $py (bash scripts/setup-python.sh installs it into .venv)"
+    exit 0
+fi
+echo "1..3"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nsp_train_test.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+port=$(( 20000 + $$ % 20000 ))
+UCX_MEM_EVENTS=no UCX_WARN_UNUSED_ENV_VARS=n OMP_NUM_THREADS=1 NSPCOMM_TIMEOUT=60 \
+NSPCOMM_BUILD_DIR="$top_builddir" PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}" \
+    "$py" -m torch.distributed.run --nproc-per-node 4 --master-port "$port" \
+    "$top_srcdir/examples/torch/train_nsp.py" --steps 2 --layers 2 --out "$tmp" \
+    >"$tmp/log" 2>&1
+rc=$?
+grep -E "^# (check|nested vs|loss curve)" "$tmp/log" | sed 's/^/# /'
+[ $rc -eq 0 ] || tail -20 "$tmp/log" | sed 's/^/# /'
+check "4 ranks, 2 steps per planner: the run's correctness checks pass (exit $rc)" test $rc -eq 0
+check "it printed its step-0 and loss-curve check" grep -q "^# check: step-0 loss and every gradient match" "$tmp/log"
+check "train_nsp.json parses and has every planner" "$py" -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+text = json.dumps(d)
+sys.exit(0 if all(p in text for p in ('static', 'disjoint', 'nested', 'megatron')) else 1)
+" "$tmp/train_nsp.json"
+exit $fail
