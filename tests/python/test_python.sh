@@ -6,29 +6,8 @@
 # in CI, turns that into a failure) or when the library is an ASan build
 # (it cannot be loaded into a Python that is not ASan-preloaded).
 . "${NSP_TOP_SRCDIR:-.}/tests/tap.sh" # top_srcdir, top_builddir, n, fail, check
-lib="$top_builddir/lib/.libs/libnspcomm.so"
-py=${NSP_PYTHON:-}
-if [ -z "$py" ]; then
-    if [ -x "$top_srcdir/.venv/bin/python" ]; then py="$top_srcdir/.venv/bin/python"; else
-        py=${PYTHON3:-python3}; fi
-fi
-if [ ! -e "$lib" ]; then
-    echo "1..0 # SKIP $lib not built (configured without the communication layer)"
-    exit 0
-fi
-if ldd "$lib" 2>/dev/null | grep -q libasan; then
-    echo "1..0 # SKIP libnspcomm is an ASan build; the Python tests run in the plain build"
-    exit 0
-fi
-if ! "$py" -c "import torch, pytest" >/dev/null 2>&1; then
-    if [ "${NSP_REQUIRE_TORCH:-0}" = 1 ]; then
-        echo "1..1"
-        echo "not ok 1 - torch and pytest importable by $py (NSP_REQUIRE_TORCH=1)"
-        exit 1
-    fi
-    echo "1..0 # SKIP torch and pytest are not installed for $py (bash scripts/setup-python.sh installs them into .venv)"
-    exit 0
-fi
+need="torch pytest"
+. "$top_srcdir/tests/python/torch_env.sh" # py; skips without torch
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nsp_py_test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 NSPCOMM_BUILD_DIR="$top_builddir" PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}" \

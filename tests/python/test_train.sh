@@ -6,29 +6,8 @@
 # JSON it writes. Skips like tests/python/test_python.sh (no torch, an ASan
 # build); NSP_REQUIRE_TORCH=1 turns a missing torch into a failure.
 . "${NSP_TOP_SRCDIR:-.}/tests/tap.sh" # top_srcdir, top_builddir, n, fail, check
-lib="$top_builddir/lib/.libs/libnspcomm.so"
-py=${NSP_PYTHON:-}
-if [ -z "$py" ]; then
-    if [ -x "$top_srcdir/.venv/bin/python" ]; then py="$top_srcdir/.venv/bin/python"; else
-        py=${PYTHON3:-python3}; fi
-fi
-if [ ! -e "$lib" ]; then
-    echo "1..0 # SKIP $lib not built (configured without the communication layer)"
-    exit 0
-fi
-if ldd "$lib" 2>/dev/null | grep -q libasan; then
-    echo "1..0 # SKIP libnspcomm is an ASan build; the training run runs in the plain build"
-    exit 0
-fi
-if ! "$py" -c "import torch" >/dev/null 2>&1; then
-    if [ "${NSP_REQUIRE_TORCH:-0}" = 1 ]; then
-        echo "1..1"
-        echo "not ok 1 - torch importable by $py (NSP_REQUIRE_TORCH=1)"
-        exit 1
-    fi
-    echo "1..0 # SKIP torch is not installed for $py (bash scripts/setup-python.sh installs it into .venv)"
-    exit 0
-fi
+need="torch"
+. "$top_srcdir/tests/python/torch_env.sh" # py; skips without torch
 echo "1..3"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nsp_train_test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
