@@ -192,6 +192,15 @@ typedef struct nsp_cluster {
                                  from model and cluster: (1 - eta) x the per-micro-batch
                                  weight traffic of ZeRO-3/FSDP + kernel launches
                                  (docs/cost-model.md section 8) */
+    /* The CPU an exchange costs the sending and receiving rank where the CPU
+     * moves the bytes (shared-memory copies, a tcp stack): added to the rank's
+     * compute, not hidden by eta (docs/cost-model.md section 9). 0 (the
+     * presets' and the default of a cluster file) where NICs, DMA or NVLink
+     * move them; then every cost is what it was without these fields. */
+    double cpu_byte_intra;  /**< seconds of rank CPU per byte sent + received, degree <= G */
+    double cpu_byte_inter;  /**< the same for a degree > G */
+    double cpu_call_intra;  /**< seconds of rank CPU per collective call, degree <= G */
+    double cpu_call_inter;  /**< the same for a degree > G */
 } nsp_cluster_t;
 
 /** The most ranks a cluster may have (nsp_cluster_preset, nsp_cluster_load,

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CALIB_LAUNCH_MAX_CALLS 4096
 
@@ -58,9 +59,8 @@ nsp_status_t calib_kernel_run(const nsp_attn_params_t *a, int n, calib_bufs_t *b
                         b->dv);
 }
 
-/* Best thread CPU of fwd + bwd over `tokens` tokens in sequences of s. */
-static nsp_status_t kernel_time(const nsp_attn_params_t *a, int64_t s, int64_t tokens, int reps,
-                                double *best)
+nsp_status_t calib_kernel_time(const nsp_attn_params_t *a, int64_t s, int64_t tokens, int reps,
+                               double *best)
 {
     int          n = (int)(tokens / s);
     calib_bufs_t b;
@@ -92,34 +92,49 @@ static void fit_line(calib_fit_t *f)
     f->a = fmax(0.0, (sy - f->b * sx) / sw);
 }
 
-nsp_status_t calib_kernel_fit(const nsp_attn_params_t *a, const int64_t *lens, int nlens,
-                              int64_t tokens, int reps, calib_fit_t *fit)
+nsp_status_t calib_fit_init(const int64_t *lens, int nlens, int64_t tokens, int reps,
+                           calib_fit_t *f)
 {
-    calib_fit_t f;
-
     if (nlens < 1 || nlens > CALIB_MAX_LENS || reps < 1 || tokens < 1) {
         return nsp_error(NSP_ERR_INVALID_ARG, "calibrate: %d lengths, %d reps, %lld tokens",
                          nlens, reps, (long long)tokens);
     }
-    memset(&f, 0, sizeof(f));
-    f.nlens  = nlens;
-    f.tokens = tokens;
+    memset(f, 0, sizeof(*f));
+    f->nlens  = nlens;
+    f->tokens = tokens;
     for (int i = 0; i < nlens; ++i) {
         if (lens[i] < 1 || tokens % lens[i] != 0) {
             return nsp_error(NSP_ERR_INVALID_ARG, "calibrate: length %lld does not divide %lld "
                              "tokens", (long long)lens[i], (long long)tokens);
         }
-        f.len[i] = lens[i];
-        NSP_CHECK(kernel_time(a, lens[i], tokens, reps, &f.fwd_bwd_s[i]));
+        f->len[i] = lens[i];
     }
-    fit_line(&f);
-    if (!(f.b > 0)) {
+    return NSP_OK;
+}
+
+nsp_status_t calib_fit_solve(calib_fit_t *f)
+{
+    fit_line(f);
+    if (!(f->b > 0)) {
         return nsp_error(NSP_ERR_INTERNAL, "calibrate: the kernel's time per token does not grow "
                          "with the length (%.3g s for %lld tokens at length %lld, %.3g s at "
-                         "%lld): overloaded machine?", f.fwd_bwd_s[0], (long long)tokens,
-                         (long long)f.len[0], f.fwd_bwd_s[nlens - 1],
-                         (long long)f.len[nlens - 1]);
+                         "%lld): overloaded machine?", f->fwd_bwd_s[0], (long long)f->tokens,
+                         (long long)f->len[0], f->fwd_bwd_s[f->nlens - 1],
+                         (long long)f->len[f->nlens - 1]);
     }
+    return NSP_OK;
+}
+
+nsp_status_t calib_kernel_fit(const nsp_attn_params_t *a, const int64_t *lens, int nlens,
+                              int64_t tokens, int reps, calib_fit_t *fit)
+{
+    calib_fit_t f;
+
+    NSP_CHECK(calib_fit_init(lens, nlens, tokens, reps, &f));
+    for (int i = 0; i < nlens; ++i) {
+        NSP_CHECK(calib_kernel_time(a, lens[i], tokens, reps, &f.fwd_bwd_s[i]));
+    }
+    NSP_CHECK(calib_fit_solve(&f));
     *fit = f;
     return NSP_OK;
 }
@@ -148,6 +163,14 @@ nsp_status_t calib_kernel_launch(const nsp_attn_params_t *a, int calls, double *
 out_t:
     free(t);
     return status;
+}
+
+double calib_proc_cpu_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void calib_attn_model(int q_heads, int kv_heads, int head_dim, nsp_model_t *m)

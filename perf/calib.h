@@ -57,12 +57,27 @@ nsp_status_t calib_kernel_run(const nsp_attn_params_t *a, int n, calib_bufs_t *b
 nsp_status_t calib_kernel_fit(const nsp_attn_params_t *a, const int64_t *lens, int nlens,
                               int64_t tokens, int reps, calib_fit_t *fit);
 
+/* The parts of calib_kernel_fit, for a fit of times measured elsewhere (all
+ * ranks at once, nsp_calibrate): calib_fit_init checks the counts (its
+ * errors) and sets the lengths; calib_kernel_time is the best thread CPU of
+ * `reps` fwd + bwd over `tokens` tokens in sequences of s (NSP_ERR_NO_MEMORY,
+ * the kernel's errors); calib_fit_solve fits a, b to f->fwd_bwd_s
+ * (NSP_ERR_INTERNAL as above). */
+nsp_status_t calib_fit_init(const int64_t *lens, int nlens, int64_t tokens, int reps,
+                           calib_fit_t *f);
+nsp_status_t calib_kernel_time(const nsp_attn_params_t *a, int64_t s, int64_t tokens, int reps,
+                               double *best);
+nsp_status_t calib_fit_solve(calib_fit_t *f);
+
 /**
  * The fixed cost of one kernel call: the median wall time of `calls`
  * forward + backward calls on a one-token sequence, halved (two kernels per
  * call), in *launch_s. Errors: NSP_ERR_NO_MEMORY, the kernel's.
  */
 nsp_status_t calib_kernel_launch(const nsp_attn_params_t *a, int calls, double *launch_s);
+
+/** Seconds of CPU this process (all its threads) has used. */
+double calib_proc_cpu_s(void);
 
 /** The one-attention-layer model of the demo and of nsp_calibrate: the q,
  *  k, v, o projections of one layer of n_q heads x D (hidden = n_q D). */

@@ -57,6 +57,11 @@
 #define CAL_MAX_LEVELS 16
 #define CAL_MAX_REPS   32
 #define CAL_SMALL      64 /* bytes per peer of the latency exchange */
+#define CAL_NLENS      4  /* the kernel's sequence lengths, cal_lens */
+#define CAL_KERNEL_REPS 3
+#define CAL_GEMM_N     256 /* the GEMM's n */
+
+static const int64_t cal_lens[CAL_NLENS] = {64, 256, 1024, 2048};
 
 typedef struct cal_opts {
     int         ranks;      /* 0: launched by mpirun/srun/NSPCOMM_* */
@@ -80,15 +85,26 @@ typedef struct cal_rank {
     int    node, local_size, nnodes, nlevels;
     int    degree[CAL_MAX_LEVELS];
     double small[CAL_MAX_LEVELS][CAL_MAX_REPS], large[CAL_MAX_LEVELS][CAL_MAX_REPS];
+    /* the rank's process CPU in those exchanges (copies, tcp system calls,
+     * polls, the progress thread): the exchange CPU of the cost model */
+    double cpu_small[CAL_MAX_LEVELS][CAL_MAX_REPS], cpu_large[CAL_MAX_LEVELS][CAL_MAX_REPS];
+    double kernel_s[CALIB_MAX_LENS]; /* kernel fwd+bwd per length, every rank at once */
+    double gemm_flops;               /* the GEMM rate, every rank at once */
     double comm_s[CAL_MAX_REPS], comp_s[CAL_MAX_REPS], both_s[CAL_MAX_REPS]; /* overlap, wall */
     double weights_s[CAL_MAX_REPS]; /* the world collective of the round cost, wall */
     int    scratch[256];           /* room for one int per rank (an allgather) */
 } cal_rank_t;
 
-/* Rank 0's own extra measurements. */
+/* The kernel and GEMM: `fit` and `gemm_flops` (what the file uses) from
+ * every rank timing at once, as a step computes, the mean over ranks; the
+ * slowest rank's and rank 0's alone (the others waiting at a barrier) are
+ * kept as measurements. */
 typedef struct cal_kernel {
     calib_fit_t fit;              /* t(s) = a s + b s^2 per sequence, thread CPU */
+    calib_fit_t alone;            /* the same fit of rank 0 alone */
+    double      slowest_s[CALIB_MAX_LENS]; /* the slowest rank's fwd_bwd_s, all at once */
     double      gemm_flops, gemm_n;
+    double      gemm_slowest, gemm_alone;
     double      launch_s;         /* seconds per kernel launch (measured or --launch-s) */
 } cal_kernel_t;
 
@@ -171,20 +187,25 @@ static nsp_status_t level_tp(nsp_tree_t *tree, int l, nsp_tp_comm_t **tp, int *d
     return nsp_tree_group_tp(tree, *d, rank0, tp);
 }
 
-/* One timed all-to-all of `bytes` per peer on every group of level l. */
+/* One timed all-to-all of `bytes` per peer on every group of level l: wall
+ * time in *s, the process CPU it took in *cpu (NULL: not wanted). */
 static nsp_status_t a2a_once(nsp_comm_t *world, nsp_tree_t *tree, int l, size_t bytes,
-                             cal_a2a_t *x, uint32_t tag, double *s)
+                             cal_a2a_t *x, uint32_t tag, double *s, double *cpu)
 {
     nsp_tp_comm_t     *tp;
     nsp_tp_alltoallv_t args;
     int                d;
-    double             t0;
+    double             t0, c0;
 
     NSP_CHECK(level_tp(tree, l, &tp, &d));
     a2a_args(x, bytes, &args);
     NSP_CHECK(nsp_comm_barrier(world));
     t0 = nsp_now_s();
+    c0 = calib_proc_cpu_s();
     NSP_CHECK(nsp_tp_alltoallv(tp, &args, tag));
+    if (cpu != NULL) {
+        *cpu = calib_proc_cpu_s() - c0;
+    }
     *s = nsp_now_s() - t0;
     return NSP_OK;
 }
@@ -204,13 +225,15 @@ static nsp_status_t measure_levels(nsp_comm_t *world, nsp_tree_t *tree, const ca
         }
         NSP_CHECK(a2a_alloc(me->degree[l], o->bytes, &x));
         for (int r = -1; r < o->reps && status == NSP_OK; ++r) { /* r = -1: warm-up */
-            double s = 0, t = 0;
-            status = a2a_once(world, tree, l, CAL_SMALL, &x, 0x700000u + (uint32_t)l, &s);
+            double s = 0, t = 0, cs = 0, ct = 0;
+            status = a2a_once(world, tree, l, CAL_SMALL, &x, 0x700000u + (uint32_t)l, &s, &cs);
             if (status == NSP_OK) {
-                status = a2a_once(world, tree, l, o->bytes, &x, 0x710000u + (uint32_t)l, &t);
+                status = a2a_once(world, tree, l, o->bytes, &x, 0x710000u + (uint32_t)l, &t,
+                                  &ct);
             }
             if (r >= 0) {
                 me->small[l][r] = s, me->large[l][r] = t;
+                me->cpu_small[l][r] = cs, me->cpu_large[l][r] = ct;
             }
         }
         a2a_free(&x);
@@ -240,7 +263,7 @@ static nsp_status_t measure_overlap(nsp_comm_t *world, nsp_tree_t *tree, const c
     NSP_CHECK(a2a_alloc(d, o->bytes, &x));
     NSP_CHECK_GOTO(calib_bufs_alloc(a, 256, 64, &b), status, out_a2a);
     a2a_args(&x, o->bytes, &args);
-    NSP_CHECK_GOTO(a2a_once(world, tree, top, o->bytes, &x, 0x720000u, &one), status, out);
+    NSP_CHECK_GOTO(a2a_once(world, tree, top, o->bytes, &x, 0x720000u, &one, NULL), status, out);
     t0 = nsp_now_s();
     NSP_CHECK_GOTO(calib_kernel_run(a, 1, &b), status, out);
     n = (int)fmin(64.0, fmax(1.0, round(one / fmax(nsp_now_s() - t0, 1e-6))));
@@ -251,8 +274,8 @@ static nsp_status_t measure_overlap(nsp_comm_t *world, nsp_tree_t *tree, const c
         t0 = nsp_now_s();
         NSP_CHECK_GOTO(calib_kernel_run(a, n, &b), status, out);
         me->comp_s[r] = nsp_now_s() - t0;
-        NSP_CHECK_GOTO(a2a_once(world, tree, top, o->bytes, &x, 0x720000u, &me->comm_s[r]),
-                       status, out);
+        NSP_CHECK_GOTO(a2a_once(world, tree, top, o->bytes, &x, 0x720000u, &me->comm_s[r],
+                                NULL), status, out);
         NSP_CHECK_GOTO(nsp_comm_barrier(world), status, out);
         t0 = nsp_now_s();
         NSP_CHECK_GOTO(tp->ops->alltoallv_post(tp, &args, 0x730000u, NULL, &req), status, out);
@@ -277,6 +300,12 @@ out_a2a:
 typedef struct cal_level {
     int    degree, across; /* across: the level spans nodes */
     double lat_s, large_s, bw;
+    /* the exchange CPU: a rank's process CPU in the tiny and the large
+     * exchange (mean over ranks, median over repetitions), and what the cost
+     * model takes from them: cpu_call = cpu_small_s per collective, cpu_byte
+     * = (cpu_large_s - cpu_small_s) / (2 (d-1) (B - 64)) per byte sent +
+     * received, in the model's unit (x E/2) */
+    double cpu_small_s, cpu_large_s, cpu_byte, cpu_call;
 } cal_level_t;
 
 /* The per-round fixed cost (docs/cost-model.md section 8), seconds:
@@ -329,6 +358,39 @@ static double level_beyond_s(const cal_level_t *L)
     return beyond > 0.1 * L->large_s ? beyond : fmax(L->large_s, 1e-9);
 }
 
+/* Median over repetitions of the mean over ranks of cpu[l][rep] (at byte
+ * offset `field` of cal_rank_t): the CPU an exchange costs a rank. The mean,
+ * not the slowest: the model adds it to every rank of the group, and the
+ * step's max over ranks is the model's own. */
+static double mean_median(const cal_opts_t *o, const cal_rank_t *all, int nranks, size_t field,
+                          int l)
+{
+    double v[CAL_MAX_REPS];
+
+    for (int rep = 0; rep < o->reps; ++rep) {
+        v[rep] = 0;
+        for (int k = 0; k < nranks; ++k) {
+            const double(*x)[CAL_MAX_REPS] =
+                (const double(*)[CAL_MAX_REPS])(const void *)((const char *)&all[k] + field);
+            v[rep] += x[l][rep] / nranks;
+        }
+    }
+    return perf_median(v, o->reps);
+}
+
+static void level_cpu(const cal_opts_t *o, const cal_rank_t *all, int nranks, int l,
+                      cal_level_t *L)
+{
+    double sent_recv = 2.0 * (L->degree - 1.0) * (double)(o->bytes - CAL_SMALL);
+
+    L->cpu_small_s = mean_median(o, all, nranks, offsetof(cal_rank_t, cpu_small), l);
+    L->cpu_large_s = mean_median(o, all, nranks, offsetof(cal_rank_t, cpu_large), l);
+    L->cpu_call    = L->cpu_small_s;
+    /* per byte of the model (bf16 elements): E/2 bytes moved per model byte */
+    L->cpu_byte = fmax(0.0, L->cpu_large_s - L->cpu_small_s) / sent_recv *
+                  ((double)o->elem_bytes / NSP_COST_DTYPE_BYTES);
+}
+
 static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks, cal_result_t *r)
 {
     r->nlevels = all[0].nlevels, r->per_node = all[0].local_size, r->nnodes = all[0].nnodes;
@@ -354,6 +416,7 @@ static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks
          * in the cost model's unit (bf16 elements: 2 bytes) */
         L->bw = (L->degree - 1.0) * (double)(o->bytes - CAL_SMALL) / level_beyond_s(L) *
                 (NSP_COST_DTYPE_BYTES / (double)o->elem_bytes);
+        level_cpu(o, all, nranks, l, L);
         if (!L->across) {
             r->intra = l;
         } else {
@@ -486,6 +549,8 @@ static nsp_status_t fill_cluster(const cal_opts_t *o, cal_result_t *r)
     } else {
         c->bw_intra = r->level[li].bw, c->lat_intra = r->level[li].lat_s;
         c->bw_inter = r->level[lx].bw, c->lat_inter = r->level[lx].lat_s;
+        c->cpu_byte_intra = r->level[li].cpu_byte, c->cpu_call_intra = r->level[li].cpu_call;
+        c->cpu_byte_inter = r->level[lx].cpu_byte, c->cpu_call_inter = r->level[lx].cpu_call;
     }
     c->overlap       = r->eta;
     c->round_fixed_s = r->round.fixed_s;
@@ -521,12 +586,20 @@ static void json_from(nsp_json_writer_t *w, const cal_opts_t *o, const cal_resul
     snprintf(text, sizeof(text), "%d ranks, %d per node (host identity), %d nodes", r->ranks,
              r->per_node, r->nnodes);
     nsp_json_string(w, "ranks_per_node", text);
-    snprintf(text, sizeof(text), "7 n_q D / b of the kernel fit t(s) = a s + b s^2 (thread CPU "
-             "of fwd+bwd, b = %.4g s)", r->k.fit.b);
+    snprintf(text, sizeof(text), "7 n_q D / b of the kernel fit t(s) = a s + b s^2 of all %d "
+             "ranks timing at once (mean over ranks of each rank's best thread CPU of fwd+bwd, "
+             "b = %.4g s); rank 0 alone: b = %.4g s (_kernel.alone)", r->ranks, r->k.fit.b,
+             r->k.alone.b);
     nsp_json_string(w, "attn_flops", text);
-    snprintf(text, sizeof(text), o->gemm_kernel ? "the kernel's per-token term a = %.4g s "
-             "standing for the linear layers" : "blocked float32 GEMM of %.0f (thread CPU)",
-             o->gemm_kernel ? r->k.fit.a : r->k.gemm_n);
+    if (o->gemm_kernel) {
+        snprintf(text, sizeof(text), "the kernel's per-token term a = %.4g s of all ranks at "
+                 "once standing for the linear layers (alone: a = %.4g s)", r->k.fit.a,
+                 r->k.alone.a);
+    } else {
+        snprintf(text, sizeof(text), "blocked float32 GEMM of %.0f (thread CPU) on all %d ranks "
+                 "at once, at their mean time; rank 0 alone %.4g FLOP/s", r->k.gemm_n, r->ranks,
+                 r->k.gemm_alone);
+    }
     nsp_json_string(w, "gemm_flops", text);
     for (int x = 0; x < 2 && li >= 0; ++x) {
         const cal_level_t *L = &r->level[x ? lx : li];
@@ -538,11 +611,61 @@ static void json_from(nsp_json_writer_t *w, const cal_opts_t *o, const cal_resul
         snprintf(text, sizeof(text), "all-to-all of degree %d, %d bytes per peer: median %.4g s",
                  L->degree, CAL_SMALL, L->lat_s);
         nsp_json_string(w, x ? "lat_inter" : "lat_intra", text);
+        snprintf(text, sizeof(text), "a rank's process CPU in the all-to-all of degree %d: %.4g s "
+                 "for %zu bytes per peer beyond %.4g s for %d (mean over ranks, median of %d), "
+                 "per byte sent + received: / (2 x %d x %zu), x %d/%d bytes", L->degree,
+                 L->cpu_large_s, o->bytes, L->cpu_small_s, CAL_SMALL, o->reps, L->degree - 1,
+                 o->bytes - CAL_SMALL, o->elem_bytes, (int)NSP_COST_DTYPE_BYTES);
+        nsp_json_string(w, x ? "cpu_byte_inter" : "cpu_byte_intra", text);
+        snprintf(text, sizeof(text), "a rank's process CPU in the all-to-all of degree %d, %d "
+                 "bytes per peer: %.4g s per call (mean over ranks, median of %d)", L->degree,
+                 CAL_SMALL, L->cpu_small_s, o->reps);
+        nsp_json_string(w, x ? "cpu_call_inter" : "cpu_call_intra", text);
     }
     json_from_round(w, o, r);
     snprintf(text, sizeof(text), "top level's all-to-all %.4g s and the kernel %.4g s alone, "
              "%.4g s together: (comm + comp - both) / min", r->comm_s, r->comp_s, r->both_s);
     nsp_json_string(w, "overlap", text);
+    nsp_json_end(w);
+}
+
+static void json_seconds(nsp_json_writer_t *w, const char *key, const double *v, int n)
+{
+    nsp_json_begin_array(w, key, 1);
+    for (int i = 0; i < n; ++i) {
+        nsp_json_double(w, NULL, v[i]);
+    }
+    nsp_json_end(w);
+}
+
+/* The kernel's raw figures: all ranks at once (the fit the file uses: the
+ * mean; the slowest rank's), rank 0 alone; the GEMM rates. */
+static void json_kernel(nsp_json_writer_t *w, const cal_result_t *r)
+{
+    const calib_fit_t *f = &r->k.fit;
+
+    nsp_json_begin_object(w, "_kernel", 0);
+    nsp_json_int(w, "tokens", f->tokens);
+    nsp_json_begin_array(w, "lengths", 1);
+    for (int i = 0; i < f->nlens; ++i) {
+        nsp_json_int(w, NULL, f->len[i]);
+    }
+    nsp_json_end(w);
+    nsp_json_int(w, "ranks_at_once", r->ranks);
+    json_seconds(w, "fwd_bwd_s", f->fwd_bwd_s, f->nlens);
+    json_seconds(w, "slowest_fwd_bwd_s", r->k.slowest_s, f->nlens);
+    nsp_json_double(w, "a_s_per_token", f->a);
+    nsp_json_double(w, "b_s_per_token2", f->b);
+    nsp_json_begin_object(w, "alone", 0);
+    json_seconds(w, "fwd_bwd_s", r->k.alone.fwd_bwd_s, r->k.alone.nlens);
+    nsp_json_double(w, "a_s_per_token", r->k.alone.a);
+    nsp_json_double(w, "b_s_per_token2", r->k.alone.b);
+    nsp_json_end(w);
+    nsp_json_begin_object(w, "gemm_flops", 1);
+    perf_json_num(w, "at_once_mean", r->k.gemm_flops);
+    perf_json_num(w, "at_once_slowest", r->k.gemm_slowest);
+    perf_json_num(w, "alone", r->k.gemm_alone);
+    nsp_json_end(w);
     nsp_json_end(w);
 }
 
@@ -560,24 +683,14 @@ static void json_levels(nsp_json_writer_t *w, const cal_result_t *r)
         nsp_json_double(w, "lat_s", L->lat_s);
         nsp_json_double(w, "large_s", L->large_s);
         nsp_json_double(w, "bw", L->bw);
+        nsp_json_double(w, "cpu_small_s", L->cpu_small_s);
+        nsp_json_double(w, "cpu_large_s", L->cpu_large_s);
+        nsp_json_double(w, "cpu_byte", L->cpu_byte);
+        nsp_json_double(w, "cpu_call", L->cpu_call);
         nsp_json_end(w);
     }
     nsp_json_end(w);
-    nsp_json_begin_object(w, "_kernel", 0);
-    nsp_json_int(w, "tokens", r->k.fit.tokens);
-    nsp_json_begin_array(w, "lengths", 1);
-    for (int i = 0; i < r->k.fit.nlens; ++i) {
-        nsp_json_int(w, NULL, r->k.fit.len[i]);
-    }
-    nsp_json_end(w);
-    nsp_json_begin_array(w, "fwd_bwd_s", 1);
-    for (int i = 0; i < r->k.fit.nlens; ++i) {
-        nsp_json_double(w, NULL, r->k.fit.fwd_bwd_s[i]);
-    }
-    nsp_json_end(w);
-    nsp_json_double(w, "a_s_per_token", r->k.fit.a);
-    nsp_json_double(w, "b_s_per_token2", r->k.fit.b);
-    nsp_json_end(w);
+    json_kernel(w, r);
     nsp_json_begin_object(w, "_round", 0);
     perf_json_num(w, "weight_bytes_per_rank", r->round.bytes);
     perf_json_num(w, "measured_bytes_per_rank", r->round.measured_bytes);
@@ -622,24 +735,31 @@ static void print_result(const cal_opts_t *o, const cal_result_t *r)
 {
     static const perf_col_t cols[] = {{"degree", "", 6, -1, 0},    {"where", "", 13, 0, 1},
                                       {"lat_us", "", 10, 1, 0},    {"large_ms", "", 10, 3, 0},
-                                      {"bw_GB/s", "", 12, 4, 0}};
+                                      {"bw_GB/s", "", 12, 4, 0},   {"cpu_ns/B", "", 10, 3, 0},
+                                      {"cpu_us/call", "", 12, 1, 0}};
     const cal_round_t      *R = &r->round;
 
     printf("# nsp_calibrate: %d ranks, %d per node, %d nodes; %zu bytes per peer, %d reps\n",
            r->ranks, r->per_node, r->nnodes, o->bytes, o->reps);
-    perf_table_header(stdout, cols, 5);
+    perf_table_header(stdout, cols, 7);
     for (int l = 0; l < r->nlevels; ++l) {
         const cal_level_t *L = &r->level[l];
         if (L->degree >= 2) {
             perf_cell_t row[] = {PERF_NUM(L->degree),
                                  PERF_TEXT(L->across ? "across nodes" : "inside a node"),
                                  PERF_NUM(L->lat_s * 1e6), PERF_NUM(L->large_s * 1e3),
-                                 PERF_NUM(L->bw / 1e9)};
-            perf_table_row(stdout, cols, 5, row);
+                                 PERF_NUM(L->bw / 1e9), PERF_NUM(L->cpu_byte * 1e9),
+                                 PERF_NUM(L->cpu_call * 1e6)};
+            perf_table_row(stdout, cols, 7, row);
         }
     }
-    printf("# kernel fwd+bwd: t(s) = %.4g s + %.4g s^2 per sequence -> attn_flops %.4g; "
-           "gemm_flops %.4g\n", r->k.fit.a, r->k.fit.b, r->c.attn_flops, r->c.gemm_flops);
+    printf("# kernel fwd+bwd, all %d ranks at once: t(s) = %.4g s + %.4g s^2 per sequence -> "
+           "attn_flops %.4g; gemm_flops %.4g (rank 0 alone: %.4g s + %.4g s^2, b / alone "
+           "%.3f)\n", r->ranks, r->k.fit.a, r->k.fit.b, r->c.attn_flops, r->c.gemm_flops,
+           r->k.alone.a, r->k.alone.b, r->k.fit.b / r->k.alone.b);
+    printf("# exchange CPU per rank: intra %.4g s/byte + %.4g s/call, inter %.4g s/byte + "
+           "%.4g s/call\n", r->c.cpu_byte_intra, r->c.cpu_call_intra, r->c.cpu_byte_inter,
+           r->c.cpu_call_inter);
     printf("# overlap: comm %.2f ms, comp %.2f ms, both %.2f ms -> eta %.2f\n", r->comm_s * 1e3,
            r->comp_s * 1e3, r->both_s * 1e3, r->eta);
     printf("# round: weight collective %.4g bytes/rank in %.3f ms (measured %.4g bytes in "
@@ -647,6 +767,30 @@ static void print_result(const cal_opts_t *o, const cal_result_t *r)
            R->coll_s * 1e3, R->measured_bytes, R->measured_s * 1e3,
            R->no_weights ? ", not counted (--gemm kernel)" : "", R->layers, R->launches,
            R->launch_s * 1e6, R->fixed_s);
+}
+
+/* The kernel fit and GEMM rate of every rank at once: per length the mean
+ * over ranks of each rank's best time (the model prices each rank's compute
+ * from its own sequences and takes the max over ranks itself), the slowest
+ * rank's kept; the GEMM at the mean time per GEMM. */
+static nsp_status_t reduce_kernel(const cal_opts_t *o, const cal_rank_t *all, int nranks,
+                                  cal_result_t *r)
+{
+    calib_fit_t *f = &r->k.fit;
+    double       inv = 0;
+
+    NSP_CHECK(calib_fit_init(cal_lens, CAL_NLENS, o->kernel_tokens, CAL_KERNEL_REPS, f));
+    r->k.gemm_slowest = INFINITY;
+    for (int k = 0; k < nranks; ++k) {
+        for (int i = 0; i < CAL_NLENS; ++i) {
+            f->fwd_bwd_s[i] += all[k].kernel_s[i] / nranks;
+            r->k.slowest_s[i] = fmax(r->k.slowest_s[i], all[k].kernel_s[i]);
+        }
+        inv += 1.0 / all[k].gemm_flops / nranks;
+        r->k.gemm_slowest = fmin(r->k.gemm_slowest, all[k].gemm_flops);
+    }
+    r->k.gemm_flops = 1.0 / inv;
+    return calib_fit_solve(f);
 }
 
 /* Rank 0: gather, fit, write, and load the file back as the planner would. */
@@ -657,6 +801,7 @@ static nsp_status_t finish(const cal_opts_t *o, const cal_rank_t *all, int nrank
 
     r->ranks = nranks;
     reduce_levels(o, all, nranks, r);
+    NSP_CHECK(reduce_kernel(o, all, nranks, r));
     NSP_CHECK(reduce_round(o, all, nranks, r));
     NSP_CHECK(fill_cluster(o, r));
     NSP_CHECK(write_cluster(o, r));
@@ -669,6 +814,21 @@ static nsp_status_t finish(const cal_opts_t *o, const cal_rank_t *all, int nrank
 }
 
 /* ---- a rank ------------------------------------------------------------ */
+
+/* The kernel per length and the GEMM on every rank at once, as a step
+ * computes (on an oversubscribed host several ranks share a core and its
+ * caches): each rank's best thread CPU of CAL_KERNEL_REPS. */
+static nsp_status_t measure_kernel_all(nsp_comm_t *comm, const cal_opts_t *o,
+                                       const nsp_attn_params_t *a, cal_rank_t *me)
+{
+    for (int i = 0; i < CAL_NLENS; ++i) {
+        NSP_CHECK(nsp_comm_barrier(comm));
+        NSP_CHECK(calib_kernel_time(a, cal_lens[i], o->kernel_tokens, CAL_KERNEL_REPS,
+                                    &me->kernel_s[i]));
+    }
+    NSP_CHECK(nsp_comm_barrier(comm));
+    return gemm_rate(CAL_GEMM_N, &me->gemm_flops);
+}
 
 static nsp_status_t rank_measure(nsp_comm_t *comm, nsp_tree_t *tree, const cal_opts_t *o,
                                  cal_rank_t *me, cal_result_t *r)
@@ -685,15 +845,16 @@ static nsp_status_t rank_measure(nsp_comm_t *comm, nsp_tree_t *tree, const cal_o
     NSP_CHECK(measure_overlap(comm, tree, o, &a, me));
     NSP_CHECK(measure_round(comm, o, me));
     if (rank == 0) { /* alone on a core as far as the others wait at the barrier */
-        static const int64_t lens[] = {64, 256, 1024, 2048};
-        NSP_CHECK(calib_kernel_fit(&a, lens, 4, o->kernel_tokens, 3, &r->k.fit));
-        r->k.gemm_n = 256;
-        NSP_CHECK(gemm_rate(256, &r->k.gemm_flops));
+        NSP_CHECK(calib_kernel_fit(&a, cal_lens, CAL_NLENS, o->kernel_tokens, CAL_KERNEL_REPS,
+                                   &r->k.alone));
+        r->k.gemm_n = CAL_GEMM_N;
+        NSP_CHECK(gemm_rate(CAL_GEMM_N, &r->k.gemm_alone));
         r->k.launch_s = o->launch_s;
         if (!(o->launch_s > 0)) {
             NSP_CHECK(calib_kernel_launch(&a, 200, &r->k.launch_s));
         }
     }
+    NSP_CHECK(measure_kernel_all(comm, o, &a, me));
     return nsp_comm_barrier(comm);
 }
 

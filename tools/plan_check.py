@@ -79,6 +79,9 @@ class Model:
         self.eta = c["overlap"]
         # absent (plans written before it existed) or negative: derived
         self.round_fixed = c.get("round_fixed_s", -1.0)
+        # the exchange CPU of a rank (docs/cost-model.md section 9); absent: 0
+        self.cpu_byte = (c.get("cpu_byte_intra", 0.0), c.get("cpu_byte_inter", 0.0))
+        self.cpu_call = (c.get("cpu_call_intra", 0.0), c.get("cpu_call_inter", 0.0))
 
     # lin_flops(s) = 3 * s * (2h*(2*n_q*d_h + 2*n_kv*d_h) + 6*h*f + 2*h*E)
     def lin_flops(self, s):
@@ -109,6 +112,12 @@ class Model:
 
     def lat(self, d):
         return self.a_intra if d <= self.G else self.a_inter
+
+    # xcpu = cpu_byte(x) * 2 * bytes + calls * cpu_call(x): the rank sends
+    # `bytes` and receives as many; rank CPU seconds, part of its compute
+    def xfer_cpu(self, nbytes, x, calls):
+        i = 0 if x <= self.G else 1
+        return self.cpu_byte[i] * 2 * nbytes + calls * self.cpu_call[i]
 
     # a_tok = L * 2 * (5h + (n_q + 2*n_kv)*d_h + 3f)         activations kept
     def act_kept(self):
@@ -311,7 +320,9 @@ class Checker:
         A group with ring r > 1 (docs/cost-model.md): its all-to-all is that
         of its subgroups (degree u = d/r over s/r tokens, at B(u), 4*a(u)),
         its ring (messages x KV blocks at B(d), plus messages x a(d)) always
-        counts as overlapping, and its ring buffers add to memory."""
+        counts as overlapping, and its ring buffers add to memory. The
+        exchanges' CPU (docs/cost-model.md section 9: cpu_byte x 2 x bytes +
+        calls x cpu_call, 0 unless the cluster sets it) adds to C."""
         N, L = cm.N, cm.L
         lens = plan["seq_lens"]
         rank_s = [0.0] * N
@@ -338,16 +349,19 @@ class Checker:
                     g_comp *= 4.0 / 3.0
                     g_bytes *= 3.0 / 2.0
                 g_k = 0.0
+                g_x = 0.0  # the exchanges' CPU: compute of every rank of the group
                 if u > 1 and grp["seqs"]:
                     g_k = g_bytes / cm.bw(u) + 4 * cm.lat(u)
+                    g_x += cm.xfer_cpu(g_bytes, u, 4)
                 # the ring spans the group (B(d), a(d)) and always overlaps
                 g_ring = 0.0
                 if r > 1 and grp["seqs"]:
-                    g_ring = (sum(cm.ring_bytes(lens[i], d, r, rc) for i in grp["seqs"])
-                              / cm.bw(d) + cm.ring_messages(r, rc) * cm.lat(d))
+                    g_rbytes = sum(cm.ring_bytes(lens[i], d, r, rc) for i in grp["seqs"])
+                    g_ring = (g_rbytes / cm.bw(d) + cm.ring_messages(r, rc) * cm.lat(d))
+                    g_x += cm.xfer_cpu(g_rbytes, d, cm.ring_messages(r, rc))
                 per_tok = (cm.act_recompute() if rc else cm.act_kept()) + cm.ring_mem(d, r)
                 for g in range(grp["rank0"], grp["rank0"] + d):
-                    comp[g] += g_comp
+                    comp[g] += g_comp + g_x
                     tokens[g] += g_tok
                     mem[g] += g_tok * per_tok
                     if grp["pipelined"]:

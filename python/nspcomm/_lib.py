@@ -58,7 +58,8 @@ class Cluster(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * 64), ("ranks", c_int), ("ranks_per_node", c_int)] + [
         (k, c_double) for k in ("mem_bytes", "workspace_bytes", "gemm_flops", "attn_flops",
                                 "bw_intra", "bw_inter", "lat_intra", "lat_inter", "overlap",
-                                "round_fixed_s")]
+                                "round_fixed_s", "cpu_byte_intra", "cpu_byte_inter",
+                                "cpu_call_intra", "cpu_call_inter")]
 
 
 class PlanGroup(ctypes.Structure):

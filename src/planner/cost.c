@@ -49,6 +49,15 @@ static nsp_status_t check_inputs(const nsp_model_t *m, const nsp_cluster_t *c)
                          "finite (got %g, %g, %g, %g, %g)", c->workspace_bytes, c->lat_intra,
                          c->lat_inter, c->overlap, c->round_fixed_s);
     }
+    if (!(c->cpu_byte_intra >= 0.0) || !(c->cpu_byte_inter >= 0.0) ||
+        !(c->cpu_call_intra >= 0.0) || !(c->cpu_call_inter >= 0.0) ||
+        !isfinite(c->cpu_byte_intra + c->cpu_byte_inter + c->cpu_call_intra +
+                  c->cpu_call_inter)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "cluster.cpu_byte_intra, cpu_byte_inter, "
+                         "cpu_call_intra and cpu_call_inter must be finite and >= 0 (got %g, "
+                         "%g, %g, %g)", c->cpu_byte_intra, c->cpu_byte_inter, c->cpu_call_intra,
+                         c->cpu_call_inter);
+    }
     return NSP_OK;
 }
 
@@ -161,6 +170,28 @@ double nsp_cost_a2a_time(const nsp_cost_t *cost, double bytes, int d)
         return 0.0;
     }
     return bytes / nsp_cost_bw(cost, d) + NSP_COST_A2A_PER_LAYER * nsp_cost_lat(cost, d);
+}
+
+double nsp_cost_xfer_cpu(const nsp_cost_t *cost, double bytes, int x, double calls)
+{
+    const nsp_cluster_t *c = &cost->cluster;
+    const int            in = x <= c->ranks_per_node;
+
+    /* bytes sent by the rank; an all-to-all or a ring step receives as many
+     * as it sends: 2 x bytes pass through the rank's CPU */
+    return (in ? c->cpu_byte_intra : c->cpu_byte_inter) * 2.0 * bytes +
+           calls * (in ? c->cpu_call_intra : c->cpu_call_inter);
+}
+
+double nsp_cost_group_xfer_cpu(const nsp_cost_t *cost, double a2a_bytes, double ring_bytes,
+                               int d, int ring, int recompute)
+{
+    const int u = d / ring;
+
+    /* the subgroup's all-to-all at degree u (4 calls a layer, as its
+     * latency), the ring's messages at degree d */
+    return nsp_cost_xfer_cpu(cost, a2a_bytes, u, u > 1 ? NSP_COST_A2A_PER_LAYER : 0.0) +
+           nsp_cost_xfer_cpu(cost, ring_bytes, d, nsp_cost_ring_messages(ring, recompute));
 }
 
 double nsp_cost_ep_time(const nsp_cost_t *cost, double tokens)

@@ -90,6 +90,20 @@ double nsp_cost_lat(const nsp_cost_t *cost, int d);
 /** Seconds of a level's exchange for `bytes` per rank: bytes/B(d) + 4*a(d). */
 double nsp_cost_a2a_time(const nsp_cost_t *cost, double bytes, int d);
 
+/** Seconds of rank CPU an exchange at degree x costs where the CPU moves the
+ *  bytes (docs/cost-model.md section 9): cpu_byte(x) * 2 * bytes + calls *
+ *  cpu_call(x), `bytes` sent by the rank (it receives as many), cpu_byte and
+ *  cpu_call the cluster's intra-node values when x <= G, else inter-node.
+ *  0 with the presets (all four 0). Per layer, like bytes and calls. */
+double nsp_cost_xfer_cpu(const nsp_cost_t *cost, double bytes, int x, double calls);
+
+/** The exchange CPU of a (d, ring) group per rank and layer, added to the
+ *  rank's compute C (not hidden by eta): its subgroups' all-to-all
+ *  (a2a_bytes per rank at degree u = d / ring, 4 calls when u > 1) and its
+ *  ring (ring_bytes per rank at degree d, nsp_cost_ring_messages calls). */
+double nsp_cost_group_xfer_cpu(const nsp_cost_t *cost, double a2a_bytes, double ring_bytes,
+                               int d, int ring, int recompute);
+
 /** MoE dispatch+combine seconds for t tokens on one rank: ep_bytes(t)/B_intra. */
 double nsp_cost_ep_time(const nsp_cost_t *cost, double tokens);
 

@@ -42,7 +42,7 @@ nsp_status_t nsp_plan_eval_round(const nsp_cost_t *cost, const nsp_plan_t *plan,
         const double            rcf = grp->recompute ? NSP_COST_RECOMPUTE_COMP : 1.0;
         const double            rcb = grp->recompute ? NSP_COST_RECOMPUTE_A2A : 1.0;
         double                  comp = 0.0, tokens = 0.0, bytes = 0.0, rbytes = 0.0;
-        double                  k = 0.0, kr = 0.0, per_tok;
+        double                  k = 0.0, kr = 0.0, xcpu = 0.0, per_tok;
         int                     lvl;
 
         if (d < 1 || grp->rank0 < 0 || grp->rank0 + d > ranks) {
@@ -68,6 +68,8 @@ nsp_status_t nsp_plan_eval_round(const nsp_cost_t *cost, const nsp_plan_t *plan,
         if (grp->nseqs > 0) {
             k  = nsp_cost_group_a2a_time(cost, bytes, d, ring);
             kr = nsp_cost_ring_time(cost, rbytes, d, ring, grp->recompute);
+            /* the CPU the exchanges cost the rank: compute, not hidden */
+            xcpu = nsp_cost_group_xfer_cpu(cost, bytes, rbytes, d, ring, grp->recompute);
         }
         per_tok = nsp_cost_act_bytes(cost, grp->recompute) +
                   nsp_cost_ring_mem_per_token(cost, d, ring);
@@ -77,6 +79,8 @@ nsp_status_t nsp_plan_eval_round(const nsp_cost_t *cost, const nsp_plan_t *plan,
         }
         for (int r = grp->rank0; r < grp->rank0 + d; ++r) {
             out[r].comp_s += comp;
+            out[r].comp_s += xcpu;
+            out[r].xcpu_s += xcpu;
             out[r].tokens += tokens;
             out[r].mem_bytes += tokens * per_tok;
             if (grp->pipelined) {

@@ -28,6 +28,7 @@ typedef struct field_spec {
 
 #define MODEL_FIELD(key, kind, min, open, max) {#key, kind, offsetof(nsp_model_t, key), min, open, max, 0}
 #define CLUSTER_FIELD(key, kind, min, open, max) {#key, kind, offsetof(nsp_cluster_t, key), min, open, max, 0}
+#define CPU_FIELD(key) {#key, FIELD_DOUBLE, offsetof(nsp_cluster_t, key), 0, 0, HUGE_VAL, 1}
 
 static const field_spec_t model_fields[] = {
     MODEL_FIELD(layers,   FIELD_INT,    1, 0, INT_MAX),
@@ -56,10 +57,15 @@ static const field_spec_t cluster_fields[] = {
     /* optional; negative (the default) = derived from model and cluster */
     {"round_fixed_s", FIELD_DOUBLE, offsetof(nsp_cluster_t, round_fixed_s), -1.0, 0,
      HUGE_VAL, 1},
+    /* optional, default 0: the exchange CPU of a rank (docs/cost-model.md section 9) */
+    CPU_FIELD(cpu_byte_intra),
+    CPU_FIELD(cpu_byte_inter),
+    CPU_FIELD(cpu_call_intra),
+    CPU_FIELD(cpu_call_inter),
 };
 
 #define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
-#define MAX_FIELDS 16
+#define MAX_FIELDS 20
 
 /* What one object description needs to be read generically. */
 typedef struct desc_kind {
@@ -389,4 +395,13 @@ void nsp_cluster_write_fields(nsp_json_writer_t *w, const nsp_cluster_t *c)
     nsp_json_double(w, "lat_inter", c->lat_inter);
     nsp_json_double(w, "overlap", c->overlap);
     nsp_json_double(w, "round_fixed_s", c->round_fixed_s);
+    /* only when set: a cluster without the exchange CPU term (every preset)
+     * writes the plans and files it wrote before the keys existed */
+    if (c->cpu_byte_intra != 0.0 || c->cpu_byte_inter != 0.0 || c->cpu_call_intra != 0.0 ||
+        c->cpu_call_inter != 0.0) {
+        nsp_json_double(w, "cpu_byte_intra", c->cpu_byte_intra);
+        nsp_json_double(w, "cpu_byte_inter", c->cpu_byte_inter);
+        nsp_json_double(w, "cpu_call_intra", c->cpu_call_intra);
+        nsp_json_double(w, "cpu_call_inter", c->cpu_call_inter);
+    }
 }

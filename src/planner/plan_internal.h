@@ -43,6 +43,7 @@ nsp_status_t nsp_plan_alloc(const char *planner, const nsp_model_t *model,
 typedef struct nsp_rank_round_cost {
     double comp_s;      /**< C: compute incl. recompute factor and MoE term */
     double ep_s;        /**< the MoE part of comp_s */
+    double xcpu_s;      /**< the exchange CPU part of comp_s (nsp_cost_group_xfer_cpu) */
     double k_pipe_s;    /**< pipelined exchange time (ring exchanges included) */
     double k_seq_s;     /**< non-pipelined exchange time */
     double ring_s;      /**< ring exchange time (the part of k_pipe_s that is ring) */

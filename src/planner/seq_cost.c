@@ -14,6 +14,10 @@ void nsp_seq_cost_ring(const nsp_cost_t *cost, double s, int d, int ring, int re
     out->comp_s     = rcf * nsp_cost_comp(cost, s, d) + nsp_cost_ep_time(cost, s / d);
     out->bytes      = rcb * nsp_cost_group_a2a_bytes(cost, s, d, ring);
     out->ring_bytes = ring > 1 ? nsp_cost_ring_bytes(cost, s, d, ring, recompute) : 0.0;
+    /* the exchanges' CPU per byte is compute (the per-call part is per
+     * group, like the latency: the plan's evaluation adds it) */
+    out->comp_s    += nsp_cost_xfer_cpu(cost, out->bytes, d / ring, 0.0) +
+                      nsp_cost_xfer_cpu(cost, out->ring_bytes, d, 0.0);
     out->mem_bytes  = s / d * (nsp_cost_act_bytes(cost, recompute) +
                                nsp_cost_ring_mem_per_token(cost, d, ring));
 }
