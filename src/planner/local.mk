@@ -32,7 +32,8 @@ PLANNER_TESTS = \
 	tests/planner/test_workload \
 	tests/planner/test_plan_json \
 	tests/planner/test_validate \
-	tests/planner/test_ring_cost
+	tests/planner/test_ring_cost \
+	tests/planner/test_xfer_cpu
 check_PROGRAMS += $(PLANNER_TESTS) tests/planner/gen_plans
 TESTS += $(PLANNER_TESTS)
 
@@ -57,6 +58,9 @@ tests_planner_test_validate_LDADD = $(PLANNER_TEST_LDADD)
 tests_planner_test_ring_cost_SOURCES = tests/planner/test_ring_cost.c $(PLANNER_TEST_COMMON)
 tests_planner_test_ring_cost_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
 tests_planner_test_ring_cost_LDADD = $(PLANNER_TEST_LDADD)
+tests_planner_test_xfer_cpu_SOURCES = tests/planner/test_xfer_cpu.c $(PLANNER_TEST_COMMON)
+tests_planner_test_xfer_cpu_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
+tests_planner_test_xfer_cpu_LDADD = $(PLANNER_TEST_LDADD)
 tests_planner_gen_plans_SOURCES = tests/planner/gen_plans.c $(PLANNER_TEST_COMMON)
 tests_planner_gen_plans_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
 tests_planner_gen_plans_LDADD = $(PLANNER_TEST_LDADD)

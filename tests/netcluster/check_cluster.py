@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """check_cluster.py FILE RANKS PER_NODE: a cluster file written by nsp_calibrate
 is plain JSON (no inf/nan), has every key of the planner's cluster with its
-_from note where it was measured, and its levels say inside/across nodes."""
+_from note where it was measured (the exchange CPU keys too), and its levels
+say inside/across nodes and carry their exchange CPU."""
 import json
 import math
 import sys
@@ -10,7 +11,8 @@ path, ranks, per_node = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 with open(path) as f:
     c = json.load(f, parse_constant=lambda x: sys.exit("non-JSON constant %s" % x))
 keys = ["ranks", "ranks_per_node", "mem_bytes", "gemm_flops", "attn_flops", "bw_intra",
-        "bw_inter", "lat_intra", "lat_inter", "overlap"]
+        "bw_inter", "lat_intra", "lat_inter", "overlap", "cpu_byte_intra", "cpu_byte_inter",
+        "cpu_call_intra", "cpu_call_inter"]
 bad = [k for k in keys if k not in c or not math.isfinite(c[k])]
 bad += [k for k in keys[4:] if k not in c.get("_from", {}) and k != "gemm_flops"]
 if c["ranks"] != ranks or c["ranks_per_node"] != per_node:
@@ -18,6 +20,10 @@ if c["ranks"] != ranks or c["ranks_per_node"] != per_node:
 for lv in c["_levels"]:
     if (lv["degree"] > per_node) != (lv["where"] == "across nodes") or not lv["bw"] > 0:
         bad.append("level %s" % lv)
+    if not (lv["cpu_small_s"] > 0 and lv["cpu_large_s"] >= 0 and lv["cpu_byte"] >= 0):
+        bad.append("level cpu %s" % lv)
+if not all(c[k] >= 0 for k in keys[-4:]) or not c["cpu_call_intra"] > 0:
+    bad.append("exchange cpu")
 if not 0 <= c["overlap"] <= 1:
     bad.append("overlap %s" % c["overlap"])
 print("# %s: %d levels, bw_intra %.3g bw_inter %.3g, eta %.2f; problems: %s" % (

@@ -20,6 +20,25 @@ check "nsp_calibrate --ranks 4 succeeds (exit $rc)" test $rc -eq 0
 check "it loads its file back with nsp_cluster_load" grep -q "nsp_cluster_load reads it back: t4, 4 ranks, 4 per node" "$tmp/out"
 check "the file: every key, its _from, levels 2 and 4 inside the node" \
     python3 "$top_srcdir/tests/netcluster/check_cluster.py" "$tmp/c.json" 4 4
+# The kernel fit of all ranks at once (the file's) and rank 0 alone (kept);
+# the exchange CPU per level, re-derived from the raw figures.
+check "attn_flops from the all-ranks fit, the alone fit kept; cpu_byte/cpu_call from _levels" \
+    python3 - "$tmp/c.json" <<'PY'
+import json, math, sys
+c = json.load(open(sys.argv[1]))
+k = c["_kernel"]
+assert k["ranks_at_once"] == 4 and len(k["slowest_fwd_bwd_s"]) == 4, k
+assert all(s >= m for s, m in zip(k["slowest_fwd_bwd_s"], k["fwd_bwd_s"])), k
+assert math.isclose(c["attn_flops"], 7 * 8 * 64 / k["b_s_per_token2"], rel_tol=1e-9)
+assert k["alone"]["b_s_per_token2"] > 0 and "alone" in c["_from"]["attn_flops"], k
+lv = max((l for l in c["_levels"] if l["where"] == "inside a node"), key=lambda l: l["degree"])
+want = max(0.0, lv["cpu_large_s"] - lv["cpu_small_s"]) / (2 * (lv["degree"] - 1) * (65536 - 64))
+assert math.isclose(c["cpu_byte_intra"], want, rel_tol=1e-9), (c["cpu_byte_intra"], want)
+assert c["cpu_call_intra"] == lv["cpu_call"] == lv["cpu_small_s"] > 0, lv
+assert c["cpu_byte_inter"] == c["cpu_byte_intra"]  # one node: inter copies intra
+for key in ("cpu_byte_intra", "cpu_byte_inter", "cpu_call_intra", "cpu_call_inter"):
+    assert "process CPU" in c["_from"][key], key
+PY
 # The per-round fixed cost: the key the planner reads, with its _from note
 # and the raw figures under _round, and re-derived from them here.
 check "round_fixed_s: measured, noted, and (1 - eta) x 3 x collective + layers x launches x launch" \

@@ -148,6 +148,37 @@ def check_hand_round_plans(tmp):
     ok(rc == 1 and "predicted.round_s" in out, "a wrong predicted.round_s fails", out)
 
 
+def check_sim_xfer_cpu(sim, tmp):
+    """The exchange CPU (docs/cost-model.md section 9): every planner's plans
+    on a cluster that sets it re-derive, the plans carry the keys, and the
+    same plan priced without them fails."""
+    cluster = os.path.join(tmp, "h100-xcpu.json")
+    with open(cluster, "w") as f:
+        json.dump({"base": "h100", "ranks": 16, "cpu_byte_intra": 2e-12,
+                   "cpu_byte_inter": 1e-11, "cpu_call_intra": 5e-6, "cpu_call_inter": 1e-5}, f)
+    out_json = os.path.join(tmp, "nsp_sim_xcpu.json")
+    p = subprocess.run([sim, "--workload", os.path.join(SRC, "data", "workloads",
+                                                        "wlbllm-distca.txt"),
+                        "--cluster-file", cluster, "--tokens-per-rank", "16384", "--max-len",
+                        "131072", "--batches", "2", "--seed", "3", "--time-limit", "0.2",
+                        "--planners", "static,disjoint,nested,megatron", "--json", out_json,
+                        "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not ok(p.returncode == 0, "perf/nsp_sim on a cluster with exchange CPU writes --json",
+              p.stdout + p.stderr):
+        return
+    rc, out = check(out_json)
+    ok(rc == 0, "every plan with the exchange CPU re-derived independently", out)
+    with open(out_json) as f:
+        doc = json.load(f)
+    plan = doc["batches"][0]["plans"]["nested"]
+    ok(plan["cluster"].get("cpu_byte_inter") == 1e-11, "the plan's cluster carries the keys")
+    path = corrupt(tmp, plan, "xcpu-dropped", lambda d: d["cluster"].update(cpu_byte_intra=0.0,
+                                                                             cpu_call_intra=0.0))
+    rc, out = check(path)
+    ok(rc == 1 and "predicted" in out, "the same plan priced without the intra-node exchange "
+       "CPU fails", out)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="nsp_plan_check_")
 
@@ -311,6 +342,7 @@ def main():
             ok(doc["config"].get("enable_ring") is True and
                all(pl["flags"] & 4 for b in doc["batches"] for pl in b["plans"].values()),
                "the sim config records enable_ring and every plan carries the ring flag")
+        check_sim_xfer_cpu(sim, tmp)
         p = subprocess.run([sim, "--planners", "static,bogus"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
         ok(p.returncode == 2 and "bogus" in p.stderr, "an unknown planner is a usage error",
