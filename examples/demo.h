@@ -258,6 +258,7 @@ typedef struct demo_pred {
     double comp_max_s, comp_mean_s;
     double rank_comp[DEMO_MAX_RANKS];
     double rank_comm[DEMO_MAX_RANKS];
+    double rank_xcpu[DEMO_MAX_RANKS];   /* the exchange CPU part of rank_comp */
     double rank_s[DEMO_MAX_RANKS];
     double rank_deg_comp[DEMO_MAX_RANKS][DEMO_MAX_DEGREES];
     double rank_deg_comm[DEMO_MAX_RANKS][DEMO_MAX_DEGREES];

@@ -132,6 +132,7 @@ nsp_status_t demo_predict(const demo_t *demo, int session, int b, int p, demo_pr
         for (int g = 0; g < N; ++g) {
             pred->rank_comp[g] += L * rc[g].comp_s;
             pred->rank_comm[g] += L * (rc[g].k_pipe_s + rc[g].k_seq_s);
+            pred->rank_xcpu[g] += L * rc[g].xcpu_s;
             pred->rank_s[g] += L * rc[g].time_s;
         }
         /* the same formulas per group, kept per degree for the picture */
@@ -657,6 +658,7 @@ static nsp_status_t json_session_batch(nsp_json_writer_t *w, const demo_t *demo,
         nsp_json_double(w, "imbalance", safe_ratio(pred->comp_max_s, pred->comp_mean_s));
         json_array(w, "rank_comp_s", pred->rank_comp, N);
         json_array(w, "rank_comm_s", pred->rank_comm, N);
+        json_array(w, "rank_xcpu_s", pred->rank_xcpu, N);
         json_array(w, "rank_s", pred->rank_s, N);
         nsp_json_end(w);
         nsp_json_begin_object(w, "measured", 0);

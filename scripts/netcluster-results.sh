@@ -4,13 +4,18 @@
 # perf/nsp_calibrate, then the demo (static, disjoint, nested; levels
 # pipelined and serial side by side) planned with that calibration.
 #   scripts/netcluster-results.sh [--build DIR] [--out DIR] [--reps R]
-#                                 [--shape KxG] [--no-nothread] [--eta1] [RATE...]
+#                                 [--shape KxG] [--no-nothread] [--eta1]
+#                                 [--before DIR] [RATE...]
 # --shape: K nodes x G ranks per node (default 2x4, the issue's row; others,
 # e.g. 2x1 where no core runs more than one rank, get the suffix -KxG).
 # --eta1: per rate, the demo once more with the calibrated file's overlap set
 # to 1 (-eta1): the planners then send long sequences across nodes, so the
 # pipelining of an inter-node level is measured even where the calibrated
 # eta keeps every group inside a node (same batch, same checks).
+# --before DIR: per rate, on the same cluster, DIR's perf/nsp_calibrate and
+# examples/nsp_demo too (another build, e.g. the base of a change to the
+# calibration or the model: -before), the two builds in alternating order.
+# The cluster prefix is NSP_NC_PREFIX if set (default ncr<pid>-).
 # Needs root. Writes DIR/cal-RATE[-KxG].json, DIR/demo-RATE[-KxG][-nothread].json
 # and prints the tables (scripts/netcluster_table.py).
 set -euo pipefail
@@ -21,6 +26,7 @@ reps=3
 shape=2x4
 nothread=1
 eta1=0
+before=""
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=$2; shift 2 ;;
@@ -29,6 +35,7 @@ while [ $# -gt 0 ]; do
     --shape) shape=$2; shift 2 ;;
     --no-nothread) nothread=0; shift ;;
     --eta1) eta1=1; shift ;;
+    --before) before=$(cd "$2" && pwd); shift 2 ;;
     *) break ;;
     esac
 done
@@ -49,32 +56,45 @@ run() { # run RATE SUFFIX [ENV...]: calibrate and demo on a fresh cluster
     shift 2
     # INFO on stderr (demo-*.err): each rank's transports and, at its end,
     # where its progress went (the progress thread's CPU and polls)
-    env NSPCOMM_LOG_LEVEL=INFO "$@" "$top/scripts/netcluster.sh" run -p "ncr$$-" -k "$nodes" \
-        -r "$rate" sh -c '
-        b=$1 o=$2 key=$3$4 reps=$5 n=$6 shape=$7 eta1=$8
-        demo() { # demo KEY: the demo planned with cal-KEY.json
-            "$b/examples/nsp_demo" --ranks "$n" --no-tcp --batches 1 --reps "$reps" --quiet \
-                --cluster-file "$o/cal-$1.json" --json "$o/demo-$1.json" --svg "" \
-                >"$o/demo-$1.txt" 2>"$o/demo-$1.err"
+    env NSPCOMM_LOG_LEVEL=INFO "$@" "$top/scripts/netcluster.sh" run -p "${NSP_NC_PREFIX:-ncr$$-}" \
+        -k "$nodes" -r "$rate" sh -c '
+        b=$1 o=$2 key=$3$4 reps=$5 n=$6 shape=$7 eta1=$8 before=$9 flip=${10}
+        demo() { # demo BUILD KEY: the demo of BUILD planned with cal-KEY.json
+            "$1/examples/nsp_demo" --ranks "$n" --no-tcp --batches 1 --reps "$reps" --quiet \
+                --cluster-file "$o/cal-$2.json" --json "$o/demo-$2.json" --svg "" \
+                >"$o/demo-$2.txt" 2>"$o/demo-$2.err"
         }
-        "$b/perf/nsp_calibrate" --ranks "$n" --out "$o/cal-$key.json" \
-            --name "netcluster-$shape-$3" --elem-bytes 4 --gemm kernel --reps 5 \
-            >"$o/cal-$key.txt" 2>/dev/null || exit
-        demo "$key" || exit
+        pass() { # pass BUILD KEY: calibrate with BUILD, then its demo
+            "$1/perf/nsp_calibrate" --ranks "$n" --out "$o/cal-$2.json" \
+                --name "netcluster-$shape-$2" --elem-bytes 4 --gemm kernel --reps 5 \
+                >"$o/cal-$2.txt" 2>/dev/null && demo "$1" "$2"
+        }
+        if [ -n "$before" ] && [ "$flip" = 1 ]; then
+            pass "$before" "$key-before" || exit
+        fi
+        pass "$b" "$key" || exit
+        if [ -n "$before" ] && [ "$flip" = 0 ]; then
+            pass "$before" "$key-before" || exit
+        fi
         [ "$eta1" = 1 ] || exit 0
         sed "s/\"overlap\": [-0-9][-0-9.e+]*/\"overlap\": 1/" "$o/cal-$key.json" >"$o/cal-$key-eta1.json"
-        demo "$key-eta1"' _ "$build" "$out" "$rate" "$suffix" "$reps" "$ranks" "$shape" "$eta1"
+        demo "$b" "$key-eta1"' _ "$build" "$out" "$rate" "$suffix" "$reps" "$ranks" "$shape" \
+        "$eta1" "$before" "${flip:-0}"
 }
 keys=()
+flip=0
 for rate in "${rates[@]}"; do
     echo "# $rate ($shape, load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
     run "$rate" "$tag"
+    echo "# $rate done (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+    [ -z "$before" ] || keys+=("$rate$tag-before")
+    flip=$((1 - flip))
     keys+=("$rate$tag")
     [ "$eta1" = 0 ] || keys+=("$rate$tag-eta1")
 done
 if [ "$nothread" = 1 ]; then
     echo "# ${rates[-1]} without the progress thread" >&2
-    eta1=0 run "${rates[-1]}" "$tag-nothread" NSPCOMM_PROGRESS_THREAD=off
+    eta1=0 before="" run "${rates[-1]}" "$tag-nothread" NSPCOMM_PROGRESS_THREAD=off
     keys+=("${rates[-1]}$tag-nothread")
 fi
 python3 "$top/scripts/netcluster_table.py" "$out" "${keys[@]}"

@@ -76,6 +76,7 @@ def main():
                 sp["over_static"]["predicted"], sp["over_disjoint"]["predicted"]))
 
     where_time_goes(out, keys)
+    before_after(out, keys)
 
 
 def progress_cpu(path):
@@ -97,19 +98,54 @@ def where_time_goes(out, keys):
     cost, and the CPU the exchanges took beside the kernel (process CPU in
     the calls minus the kernel's thread CPU: copies, tcp, progress)."""
     print()
-    print("| link | planner | predicted comp max ms | kernel CPU max ms | kernel / predicted | "
-          "exchange CPU max ms | predicted comm max ms | progress thread CPU per rank, "
-          "whole run ms |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| link | planner | predicted kernel max ms | kernel CPU max ms | kernel / predicted | "
+          "predicted exchange CPU max ms | exchange CPU max ms | predicted comm max ms | "
+          "progress thread CPU per rank, whole run ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for key, demo in demos(out, keys):
         thread = progress_cpu(os.path.join(out, "demo-%s.err" % key))
         for name, plan in session(demo)["batches"][0]["plans"].items():
             pr, m = plan["predicted"], plan["measured"]["pipelined"]
             xchg = max(b - k for b, k in zip(m["rank_busy_s"], m["rank_kernel_s"]))
-            print("| %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %s |" % (
-                key, name, 1e3 * pr["comp_max_s"], 1e3 * m["comp_max_s"],
-                m["comp_max_s"] / pr["comp_max_s"], 1e3 * xchg, 1e3 * max(pr["rank_comm_s"]),
+            # rank_comp_s includes the exchange CPU (rank_xcpu_s, absent before it existed)
+            xcpu = pr.get("rank_xcpu_s", [0.0] * len(pr["rank_comp_s"]))
+            kern = max(c - x for c, x in zip(pr["rank_comp_s"], xcpu))
+            print("| %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f | %s |" % (
+                key, name, 1e3 * kern, 1e3 * m["comp_max_s"], m["comp_max_s"] / kern,
+                1e3 * max(xcpu), 1e3 * xchg, 1e3 * max(pr["rank_comm_s"]),
                 "-" if thread is None else "%.0f" % thread))
+
+
+def groups_of(plan):
+    """The plan's groups that exchange: 'dDEGREE@RANK0 x SEQS', one round after another."""
+    return " ".join("d%d@%d x%d" % (g["size"], g["rank0"], len(g["seqs"]))
+                    for r in plan["plan"]["rounds"] for g in r["groups"]
+                    if g["size"] > 1 and g["seqs"]) or "none"
+
+
+def before_after(out, keys):
+    """Where KEY-before (another build, netcluster-results.sh --before) ran
+    beside KEY: per planner the prediction against crit of both, and the
+    groups each plan exchanges in."""
+    rows = [(k[:-len("-before")], k) for k in keys if k.endswith("-before")]
+    if not rows:
+        return
+    print()
+    print("| link | planner | before: pred ms | crit ms | pred / crit | after: pred ms | crit ms | "
+          "pred / crit | groups before | groups after |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
+    for key, bkey in rows:
+        got = dict(demos(out, [key, bkey]))
+        if len(got) < 2:
+            continue
+        b, a = (session(got[k])["batches"][0]["plans"] for k in (bkey, key))
+        for name in a:
+            pb, pa = b[name], a[name]
+            cb, ca = (p["measured"]["pipelined"]["crit_s"] for p in (pb, pa))
+            sb, sa = (p["predicted"]["step_s"] for p in (pb, pa))
+            print("| %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f | %s | %s |" % (
+                key, name, 1e3 * sb, 1e3 * cb, sb / cb, 1e3 * sa, 1e3 * ca, sa / ca,
+                groups_of(pb), groups_of(pa)))
 
 
 if __name__ == "__main__":
