@@ -709,6 +709,8 @@ static double round_exact(const nest_state_t *st, const nest_round_t *rd, int *l
             continue;
         }
         c = (rcf * nd->comp + st->cost->ep_s_per_token * nd->tokens) / sh->deg[l];
+        c += nsp_cost_group_xfer_cpu(st->cost, rcb * nd->bytes, nsp_cost_ring_bytes(st->cost,
+                 nd->tokens, sh->deg[l], sh->ring[l], nd->rc), sh->deg[l], sh->ring[l], nd->rc);
         k = sh->deg[l] > 1 ? rcb * nd->bytes / sh->bw[l] + sh->lat4[l] : 0.0;
         kr = nsp_nest_ring_time(st, l, nd->tokens, nd->rc);
         for (int g = r0; g < r0 + sh->deg[l]; ++g) {
