@@ -10,12 +10,16 @@
  *  - per tree level (degree d; 1..G inside a node, 2G.. across): the time of
  *    an all-to-all of every group of the level at once, tiny (latency) and
  *    large (bandwidth: bytes a rank sends to its d-1 peers per second), the
- *    slowest rank of each repetition, median over repetitions;
+ *    slowest rank of each repetition, median over repetitions; and each
+ *    rank's process CPU in them, the exchange CPU per byte and per call
+ *    (cpu_byte_*, cpu_call_*: mean over ranks, median over repetitions);
  *  - the attention kernel in use (the reference kernel): fwd + bwd thread CPU
- *    time per sequence fitted to a*s + b*s^2 (R_attn = 7 n_q D / b);
- *  - the GEMM rate (a blocked float32 GEMM), or with --gemm kernel the
- *    kernel's per-token term a standing for the linear layers (runs with no
- *    linear layers, like the demo);
+ *    time per sequence, every rank at once as in a step, the mean over ranks
+ *    fitted to a*s + b*s^2 (R_attn = 7 n_q D / b); rank 0 alone and the
+ *    slowest rank kept as measurements;
+ *  - the GEMM rate (a blocked float32 GEMM, every rank at once), or with
+ *    --gemm kernel the kernel's per-token term a standing for the linear
+ *    layers (runs with no linear layers, like the demo);
  *  - the overlap efficiency eta: the top level's large all-to-all posted,
  *    the kernel run meanwhile, against each alone:
  *    eta = (T_comm + T_comp - T_both) / min(T_comm, T_comp), in [0, 1];
@@ -91,6 +95,7 @@ typedef struct cal_rank {
     double kernel_s[CALIB_MAX_LENS]; /* kernel fwd+bwd per length, every rank at once */
     double gemm_flops;               /* the GEMM rate, every rank at once */
     double comm_s[CAL_MAX_REPS], comp_s[CAL_MAX_REPS], both_s[CAL_MAX_REPS]; /* overlap, wall */
+    double both_xcpu_s[CAL_MAX_REPS]; /* process CPU of "both" beside the kernel's thread CPU */
     double weights_s[CAL_MAX_REPS]; /* the world collective of the round cost, wall */
     int    scratch[256];           /* room for one int per rank (an allgather) */
 } cal_rank_t;
@@ -253,7 +258,7 @@ static nsp_status_t measure_overlap(nsp_comm_t *world, nsp_tree_t *tree, const c
     nsp_request_t     *req = NULL;
     cal_a2a_t          x;
     calib_bufs_t       b;
-    double             t0, one;
+    double             t0, c0, k0, one;
     nsp_status_t       status;
 
     if (top < 1) {
@@ -278,12 +283,16 @@ static nsp_status_t measure_overlap(nsp_comm_t *world, nsp_tree_t *tree, const c
                                 NULL), status, out);
         NSP_CHECK_GOTO(nsp_comm_barrier(world), status, out);
         t0 = nsp_now_s();
+        c0 = calib_proc_cpu_s();
         NSP_CHECK_GOTO(tp->ops->alltoallv_post(tp, &args, 0x730000u, NULL, &req), status, out);
+        k0 = nsp_thread_cpu_s();
         NSP_CHECK_GOTO(calib_kernel_run(a, n, &b), status, out);
+        k0 = nsp_thread_cpu_s() - k0;
         status = nsp_request_wait(req);
         nsp_request_free(req);
         req            = NULL;
         me->both_s[r] = nsp_now_s() - t0;
+        me->both_xcpu_s[r] = calib_proc_cpu_s() - c0 - k0; /* all but the kernel's thread CPU */
         NSP_CHECK_GOTO(status, status, out);
     }
 out:
@@ -325,6 +334,7 @@ typedef struct cal_result {
     cal_level_t  level[CAL_MAX_LEVELS];
     int          nlevels, ranks, per_node, nnodes, intra, inter; /* intra/inter: level index or -1 */
     double       comm_s, comp_s, both_s, eta;
+    double       both_xcpu_s; /* the exchange's CPU beside the kernel: mean over ranks, median */
     cal_round_t  round;
     cal_kernel_t k;
     nsp_cluster_t c;
@@ -359,7 +369,8 @@ static double level_beyond_s(const cal_level_t *L)
 }
 
 /* Median over repetitions of the mean over ranks of cpu[l][rep] (at byte
- * offset `field` of cal_rank_t): the CPU an exchange costs a rank. The mean,
+ * offset `field` of cal_rank_t; l = 0 for a [reps] array): the CPU an
+ * exchange costs a rank. The mean,
  * not the slowest: the model adds it to every rank of the group, and the
  * step's max over ranks is the model's own. */
 static double mean_median(const cal_opts_t *o, const cal_rank_t *all, int nranks, size_t field,
@@ -428,6 +439,8 @@ static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks
     r->both_s = slowest_median(o, all, nranks, offsetof(cal_rank_t, both_s));
     r->eta = (r->comm_s + r->comp_s - r->both_s) / fmax(fmin(r->comm_s, r->comp_s), 1e-9);
     r->eta = fmin(1.0, fmax(0.0, r->eta));
+    /* a [reps] array is row 0 of a [levels][reps] one */
+    r->both_xcpu_s = mean_median(o, all, nranks, offsetof(cal_rank_t, both_xcpu_s), 0);
 }
 
 /* The model the round cost is for: --model, else the attention layer the
@@ -669,6 +682,24 @@ static void json_kernel(nsp_json_writer_t *w, const cal_result_t *r)
     nsp_json_end(w);
 }
 
+/* The overlap measurement's raw figures, with the exchange's CPU beside
+ * the kernel (all of the rank's process CPU in "both" but the kernel's
+ * thread CPU: copies, polls, the progress thread) against the same
+ * exchange's CPU alone (the top level's blocking all-to-all): a recorded
+ * measurement, not a key. */
+static void json_overlap(nsp_json_writer_t *w, const cal_result_t *r)
+{
+    const int top = r->nlevels - 1;
+
+    nsp_json_begin_object(w, "_overlap", 1);
+    perf_json_num(w, "comm_s", r->comm_s);
+    perf_json_num(w, "comp_s", r->comp_s);
+    perf_json_num(w, "both_s", r->both_s);
+    perf_json_num(w, "exchange_cpu_beside_kernel_s", r->both_xcpu_s);
+    perf_json_num(w, "exchange_cpu_alone_s", top >= 1 ? r->level[top].cpu_large_s : 0.0);
+    nsp_json_end(w);
+}
+
 static void json_levels(nsp_json_writer_t *w, const cal_result_t *r)
 {
     nsp_json_begin_array(w, "_levels", 0);
@@ -691,6 +722,7 @@ static void json_levels(nsp_json_writer_t *w, const cal_result_t *r)
     }
     nsp_json_end(w);
     json_kernel(w, r);
+    json_overlap(w, r);
     nsp_json_begin_object(w, "_round", 0);
     perf_json_num(w, "weight_bytes_per_rank", r->round.bytes);
     perf_json_num(w, "measured_bytes_per_rank", r->round.measured_bytes);
@@ -760,8 +792,10 @@ static void print_result(const cal_opts_t *o, const cal_result_t *r)
     printf("# exchange CPU per rank: intra %.4g s/byte + %.4g s/call, inter %.4g s/byte + "
            "%.4g s/call\n", r->c.cpu_byte_intra, r->c.cpu_call_intra, r->c.cpu_byte_inter,
            r->c.cpu_call_inter);
-    printf("# overlap: comm %.2f ms, comp %.2f ms, both %.2f ms -> eta %.2f\n", r->comm_s * 1e3,
-           r->comp_s * 1e3, r->both_s * 1e3, r->eta);
+    printf("# overlap: comm %.2f ms, comp %.2f ms, both %.2f ms -> eta %.2f; the exchange's "
+           "CPU beside the kernel %.2f ms (alone %.2f ms)\n", r->comm_s * 1e3, r->comp_s * 1e3,
+           r->both_s * 1e3, r->eta, r->both_xcpu_s * 1e3,
+           r->nlevels > 1 ? r->level[r->nlevels - 1].cpu_large_s * 1e3 : 0.0);
     printf("# round: weight collective %.4g bytes/rank in %.3f ms (measured %.4g bytes in "
            "%.3f ms)%s; %d layer(s) x %d launches x %.2f us -> round_fixed_s %.4g\n", R->bytes,
            R->coll_s * 1e3, R->measured_bytes, R->measured_s * 1e3,

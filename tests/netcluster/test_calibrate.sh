@@ -38,6 +38,8 @@ assert c["cpu_call_intra"] == lv["cpu_call"] == lv["cpu_small_s"] > 0, lv
 assert c["cpu_byte_inter"] == c["cpu_byte_intra"]  # one node: inter copies intra
 for key in ("cpu_byte_intra", "cpu_byte_inter", "cpu_call_intra", "cpu_call_inter"):
     assert "process CPU" in c["_from"][key], key
+ov = c["_overlap"]  # the top level's exchange CPU beside the kernel, recorded
+assert ov["exchange_cpu_beside_kernel_s"] >= 0 and ov["exchange_cpu_alone_s"] == lv["cpu_large_s"], ov
 PY
 # The per-round fixed cost: the key the planner reads, with its _from note
 # and the raw figures under _round, and re-derived from them here.
