@@ -81,7 +81,8 @@ class Block(nn.Module):
         q = rope(self.wq(h).view(T, self.nq, self.D), pos)
         k, v = self.wkv(h).view(T, 2, self.nkv, self.D).unbind(1)
         k = rope(k, pos)
-        x = x + self.wo(attend(q.contiguous(), k.contiguous(), v.contiguous()).reshape(T, -1))
+        o = attend(q.contiguous(), k.contiguous(), v.contiguous())
+        x = x + self.wo(o.reshape(T, self.nq * self.D))      # T may be 0: a rank with no tokens
         if recompute is None or not recompute.any():
             return x + self.mlp(x)
         # the plan's recompute flags: rows of recomputed groups keep no MLP activations
