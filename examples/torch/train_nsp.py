@@ -374,6 +374,9 @@ def parse_args(argv=None):
     ap.add_argument("--predict-only", action="store_true",
                     help="one process, no training: the cost model's step time per planner "
                     "on the run's batches (--ranks, --ranks-per-node)")
+    ap.add_argument("--rates", default=None, metavar="GEMM,ATTN",
+                    help="the model's GEMM and attention-kernel FLOP/s per rank for the cost "
+                    "model instead of measuring them at start (reproducible predictions)")
     ap.add_argument("--ranks", type=int, default=8, help="with --predict-only")
     ap.add_argument("--ranks-per-node", type=int, default=4, help="with --predict-only")
     args = ap.parse_args(argv)
@@ -384,6 +387,14 @@ def parse_args(argv=None):
     if not os.path.exists(args.workload) and os.path.exists(shipped):
         args.workload = shipped
     return args
+
+
+def measured_rates(args):
+    """[gemm_flops, attn_flops] for the cost model: --rates, else measured
+    now on this thread (gemm_rate, attn_rate)."""
+    if args.rates:
+        return [float(x) for x in args.rates.split(",")]
+    return [gemm_rate(), attn_rate()]
 
 
 def make_planner(args, model, world, local, rates):
@@ -419,8 +430,7 @@ def predict_only(args):
     largest degree, how many batches put a group across nodes; nested
     against the others. Writes predict.json to --out."""
     planner, cluster = make_planner(args, Decoder(layers=args.layers), args.ranks,
-                                    args.ranks_per_node,
-                                    [gemm_rate(), attn_rate()])
+                                    args.ranks_per_node, measured_rates(args))
     lens_of = batch_lengths(args, args.ranks)
     kinds = args.planners.split(",")
     rpn = cluster["ranks_per_node"]
@@ -488,7 +498,7 @@ def main():
     # the GEMM rate of this machine for this model's shapes (one thread per
     # rank), measured by rank 0 and shared: the file's rates are nsp_demo's
     # attention-only calibration
-    rate = torch.tensor([gemm_rate(), attn_rate()] if rank == 0 else [0.0, 0.0],
+    rate = torch.tensor(measured_rates(args) if rank == 0 else [0.0, 0.0],
                         dtype=torch.float64)
     dist.broadcast(rate, 0)
     planner, cluster = make_planner(args, init, world, local, rate.tolist())
