@@ -447,14 +447,16 @@ def predict_only(args):
             r["cross_node_batches"] += any(d > rpn for d in sizes)
     warm = slice(1, None) if args.steps > 1 else slice(0, None)
     mean = lambda xs: sum(xs) / max(1, len(xs))  # noqa: E731
-    long_seq = 5 * args.tokens_per_rank      # above 4 x 1.25 x tokens_per_rank: > 4 ranks
+    long_seq = int(1.25 * args.tokens_per_rank * rpn)   # memory_for: > rpn ranks
     print("# predict-only: %s, scale %d, %d tokens/rank, max-len %d, %d ranks (%d per node), "
-          "gemm %.3g attn %.3g FLOP/s, %d steps; sequences > %d tokens (need > 4 ranks "
-          "without recomputation): %.1f per batch, %.0f%% of tokens" % (
+          "gemm %.3g attn %.3g FLOP/s, %d steps; a sequence > %d tokens (more than a node "
+          "holds without recomputation) in %d of %d batches, %.0f%% of tokens; %.1f sequences "
+          "per batch" % (
               os.path.basename(args.workload), args.scale, args.tokens_per_rank, args.max_len,
               args.ranks, rpn, cluster["gemm_flops"], cluster["attn_flops"], args.steps,
-              long_seq, mean([sum(n > long_seq for n in ls) for ls in lens_of]),
-              100 * mean([sum(n for n in ls if n > long_seq) / sum(ls) for ls in lens_of])))
+              long_seq, sum(any(n > long_seq for n in ls) for ls in lens_of), len(lens_of),
+              100 * mean([sum(n for n in ls if n > long_seq) / sum(ls) for ls in lens_of]),
+              mean([len(ls) for ls in lens_of])))
     print("# planner   predicted_s  rounds  max_degree  batches_across_nodes")
     for k in kinds:
         r = res[k]
