@@ -3,6 +3,8 @@
 
     torchrun --nproc-per-node 8 examples/torch/train_nsp.py --steps 50
     mpirun -np 8 -x MASTER_PORT=29500 .venv/bin/python examples/torch/train_nsp.py
+    torchrun ... train_nsp.py --preset long --steps 8     # long-context training
+    python train_nsp.py --predict-only --preset long --cluster FILE   # cost model only
 
 A small decoder-only GQA transformer (RoPE, SwiGLU, 4 layers, hidden 256,
 8 query / 2 KV heads of 32) trains on batches drawn by token budget from a
