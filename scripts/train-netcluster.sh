@@ -9,23 +9,29 @@
 # measured first on the same cluster by perf/nsp_calibrate (float32).
 #
 #   scripts/train-netcluster.sh [-p PREFIX] [-k NODES] [-n RANKS_PER_NODE]
-#                               [-r RATE] [-o OUT] [-- train_nsp.py options]
+#                               [-r RATE] [-o OUT] [-P PRESET] [-s STEPS]
+#                               [-- train_nsp.py options]
 #
-# Defaults: prefix nsptrain-, 2 nodes x 4 ranks, 1gbit, out/netcluster-train.
+# Defaults: prefix nsptrain-, 2 nodes x 4 ranks, 1gbit, out/netcluster-train,
+# preset default (-P long: long-context training, docs/pytorch.md §9.3),
+# 10 steps per planner.
 # Needs root (exits 77 otherwise). The cluster is torn down on exit. Exits
 # nonzero when a correctness check of the run fails. Python: $NSP_PYTHON, or
 # the checkout's .venv (scripts/setup-python.sh); the library: ./build, or
 # $NSPCOMM_BUILD_DIR.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-prefix=nsptrain- nodes=2 per_node=4 rate=1gbit out=$top/out/netcluster-train
-while getopts "p:k:n:r:o:" opt; do
+prefix=nsptrain- nodes=2 per_node=4 rate=1gbit out=$top/out/netcluster-train preset=default
+steps=10
+while getopts "p:k:n:r:o:P:s:" opt; do
     case $opt in
     p) prefix=$OPTARG ;;
     k) nodes=$OPTARG ;;
     n) per_node=$OPTARG ;;
     r) rate=$OPTARG ;;
     o) out=$OPTARG ;;
+    P) preset=$OPTARG ;;
+    s) steps=$OPTARG ;;
     *) echo "usage: see the header of $0" >&2; exit 2 ;;
     esac
 done
@@ -60,8 +66,8 @@ for i in $(seq 0 $((nodes - 1))); do
     GLOO_SOCKET_IFNAME=eth0 NSPCOMM_SOCKET_IFNAME=eth0 \
         nc exec -p "$prefix" "$i" "$py" -m torch.distributed.run --nnodes "$nodes" \
         --node-rank "$i" --nproc-per-node "$per_node" --master-addr 198.18.0.1 \
-        --master-port "$port" "$top/examples/torch/train_nsp.py" --steps 10 \
-        --cluster "$cal" --out "$out" "$@" >"$out/node$i.log" 2>&1 &
+        --master-port "$port" "$top/examples/torch/train_nsp.py" --steps "$steps" \
+        --preset "$preset" --cluster "$cal" --out "$out" "$@" >"$out/node$i.log" 2>&1 &
     pids+=($!)
 done
 rc=0

@@ -3,6 +3,8 @@
 
     torchrun --nproc-per-node 8 examples/torch/train_nsp.py --steps 50
     mpirun -np 8 -x MASTER_PORT=29500 .venv/bin/python examples/torch/train_nsp.py
+    torchrun ... train_nsp.py --preset long --steps 8     # long-context training
+    python train_nsp.py --predict-only --preset long --cluster FILE   # cost model only
 
 A small decoder-only GQA transformer (RoPE, SwiGLU, 4 layers, hidden 256,
 8 query / 2 KV heads of 32) trains on batches drawn by token budget from a
@@ -81,7 +83,8 @@ class Block(nn.Module):
         q = rope(self.wq(h).view(T, self.nq, self.D), pos)
         k, v = self.wkv(h).view(T, 2, self.nkv, self.D).unbind(1)
         k = rope(k, pos)
-        x = x + self.wo(attend(q.contiguous(), k.contiguous(), v.contiguous()).reshape(T, -1))
+        o = attend(q.contiguous(), k.contiguous(), v.contiguous())
+        x = x + self.wo(o.reshape(T, self.nq * self.D))      # T may be 0: a rank with no tokens
         if recompute is None or not recompute.any():
             return x + self.mlp(x)
         # the plan's recompute flags: rows of recomputed groups keep no MLP activations
@@ -336,15 +339,32 @@ def train_step(args, comm, tree, planner, run, rec, kind, step, lens, tokens, ta
 
 # ---- the run ----------------------------------------------------------------
 
-def main():
+# The configurations the docs measure (docs/pytorch.md §9): "default" is the
+# CPU-sized run; "long" is long-context training, where the longest
+# sequences need more ranks than a node has (memory holds 1.25 x
+# tokens_per_rank tokens per rank, so a sequence above 5 x 512 = 2560 tokens
+# needs degree 8 on 2 nodes of 4) beside many short ones: a long-tailed
+# shipped workload (wikipedia-flexsp, median 347 tokens) divided by 4.
+PRESETS = {
+    "default": {"workload": "wlbllm-distca.txt", "scale": 32, "tokens_per_rank": 256,
+                "max_len": 1024},
+    "long": {"workload": "wikipedia-flexsp.txt", "scale": 4, "tokens_per_rank": 512,
+             "max_len": 4096},
+}
+
+
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="default",
+                    help="workload, --scale, --tokens-per-rank, --max-len (each option "
+                    "given explicitly wins)")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--planners", default="static,disjoint,nested,megatron")
-    ap.add_argument("--workload", default=os.path.join(TOP, "data", "workloads",
-                                                       "wlbllm-distca.txt"))
-    ap.add_argument("--scale", type=int, default=32)
-    ap.add_argument("--tokens-per-rank", type=int, default=256)
-    ap.add_argument("--max-len", type=int, default=1024)
+    ap.add_argument("--workload", default=None, help="a length file (default: the preset's, "
+                    "in data/workloads)")
+    ap.add_argument("--scale", type=int, default=None)
+    ap.add_argument("--tokens-per-rank", type=int, default=None)
+    ap.add_argument("--max-len", type=int, default=None)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--grad-tol", type=float, default=1e-4)
@@ -353,9 +373,115 @@ def main():
                                                       "demo-cpu-shm.json"))
     ap.add_argument("--out", default=os.path.join(TOP, "out"))
     ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
+    ap.add_argument("--predict-only", action="store_true",
+                    help="one process, no training: the cost model's step time per planner "
+                    "on the run's batches (--ranks, --ranks-per-node)")
+    ap.add_argument("--rates", default=None, metavar="GEMM,ATTN",
+                    help="the model's GEMM and attention-kernel FLOP/s per rank for the cost "
+                    "model instead of measuring them at start (reproducible predictions)")
+    ap.add_argument("--ranks", type=int, default=8, help="with --predict-only")
+    ap.add_argument("--ranks-per-node", type=int, default=4, help="with --predict-only")
+    args = ap.parse_args(argv)
+    for k, v in PRESETS[args.preset].items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    shipped = os.path.join(TOP, "data", "workloads", args.workload)
+    if not os.path.exists(args.workload) and os.path.exists(shipped):
+        args.workload = shipped
+    return args
+
+
+def measured_rates(args):
+    """[gemm_flops, attn_flops] for the cost model: --rates, else measured
+    now on this thread (gemm_rate, attn_rate)."""
+    if args.rates:
+        return [float(x) for x in args.rates.split(",")]
+    return [gemm_rate(), attn_rate()]
+
+
+def make_planner(args, model, world, local, rates):
+    """The planner of a run of `model`: --cluster with world/local ranks, the
+    measured (gemm_flops, attn_flops) rates, memory for 1.25 x
+    tokens_per_rank tokens alone. Returns (planner, cluster dict)."""
+    with open(args.cluster) as f:
+        cluster = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+    cluster.update(ranks=world, ranks_per_node=local if world % local == 0 else world)
+    cluster["gemm_flops"], cluster["attn_flops"] = rates
+    spec = model_spec(model, args)
+    cluster["mem_bytes"] = memory_for(spec, cluster, args.tokens_per_rank)
+    return nspcomm.Planner(spec, cluster), cluster
+
+
+def batch_lengths(args, world, write=True):
+    """Every step's global batch (lengths) from the scaled workload; only
+    the caller with write=True writes the scaled file (rank 0)."""
+    wl = os.path.join(args.out, "workload-scaled-%s-%d.txt" % (
+        os.path.splitext(os.path.basename(args.workload))[0], args.scale))
+    if write:
+        scaled_workload(args.workload, args.scale, wl)
+    if dist.is_initialized():
+        dist.barrier()
+    budget = args.tokens_per_rank * world
+    return [nspcomm.sample_batch(wl, args.seed, s, budget, args.max_len)
+            for s in range(args.steps)]
+
+
+def predict_only(args):
+    """The cost model alone on the run's batches: per planner, the mean
+    predicted step over the warm steps (as the training table), rounds, the
+    largest degree, how many batches put a group across nodes; nested
+    against the others. Writes predict.json to --out."""
+    planner, cluster = make_planner(args, Decoder(layers=args.layers), args.ranks,
+                                    args.ranks_per_node, measured_rates(args))
+    lens_of = batch_lengths(args, args.ranks)
+    kinds = args.planners.split(",")
+    rpn = cluster["ranks_per_node"]
+    res = {k: {"pred_s": [], "rounds": [], "max_degree": 0, "cross_node_batches": 0}
+           for k in kinds}
+    for lens in lens_of:
+        for k in kinds:
+            p = planner.plan(lens, kind=k, time_limit_s=0.5)
+            sizes = [g.size for r in p.rounds for g in r if g.seqs]
+            r = res[k]
+            r["pred_s"].append(p.predicted["step_s"])
+            r["rounds"].append(p.nrounds)
+            r["max_degree"] = max([r["max_degree"]] + sizes)
+            r["cross_node_batches"] += any(d > rpn for d in sizes)
+    warm = slice(1, None) if args.steps > 1 else slice(0, None)
+    mean = lambda xs: sum(xs) / max(1, len(xs))  # noqa: E731
+    long_seq = int(1.25 * args.tokens_per_rank * rpn)   # memory_for: > rpn ranks
+    print("# predict-only: %s, scale %d, %d tokens/rank, max-len %d, %d ranks (%d per node), "
+          "gemm %.3g attn %.3g FLOP/s, %d steps; a sequence > %d tokens (more than a node "
+          "holds without recomputation) in %d of %d batches, %.0f%% of tokens; %.1f sequences "
+          "per batch" % (
+              os.path.basename(args.workload), args.scale, args.tokens_per_rank, args.max_len,
+              args.ranks, rpn, cluster["gemm_flops"], cluster["attn_flops"], args.steps,
+              long_seq, sum(any(n > long_seq for n in ls) for ls in lens_of), len(lens_of),
+              100 * mean([sum(n for n in ls if n > long_seq) / sum(ls) for ls in lens_of]),
+              mean([len(ls) for ls in lens_of])))
+    print("# planner   predicted_s  rounds  max_degree  batches_across_nodes")
+    for k in kinds:
+        r = res[k]
+        r["mean_pred_s"] = mean(r["pred_s"][warm])
+        print("  %-9s %11.4f  %6.2f  %10d  %d/%d" % (k, r["mean_pred_s"], mean(r["rounds"]),
+                                                   r["max_degree"], r["cross_node_batches"],
+                                                   args.steps))
+    if "nested" in kinds:
+        for k in kinds:
+            if k != "nested":
+                print("# nested vs %s: %.3fx predicted" % (
+                    k, res[k]["mean_pred_s"] / res["nested"]["mean_pred_s"]))
+    with open(os.path.join(args.out, "predict.json"), "w") as f:
+        json.dump({"args": vars(args), "planners": res}, f, indent=1)
+
+
+def main():
+    args = parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
+    if args.predict_only:
+        predict_only(args)
+        return
 
     if "RANK" not in os.environ and "OMPI_COMM_WORLD_RANK" in os.environ:
         # mpirun -np 8 -x MASTER_ADDR -x MASTER_PORT: torch's env:// from Open MPI's
@@ -371,28 +497,16 @@ def main():
     tree = comm.tree()
     torch.manual_seed(args.seed)
     init = Decoder(layers=args.layers)
-    with open(args.cluster) as f:
-        cluster = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
     # ranks per node from torchrun (LOCAL_WORLD_SIZE); one node without it
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    cluster.update(ranks=world, ranks_per_node=local if world % local == 0 else world)
     # the GEMM rate of this machine for this model's shapes (one thread per
     # rank), measured by rank 0 and shared: the file's rates are nsp_demo's
     # attention-only calibration
-    rate = torch.tensor([gemm_rate(), attn_rate()] if rank == 0 else [0.0, 0.0],
+    rate = torch.tensor(measured_rates(args) if rank == 0 else [0.0, 0.0],
                         dtype=torch.float64)
     dist.broadcast(rate, 0)
-    cluster["gemm_flops"], cluster["attn_flops"] = rate.tolist()
-    spec = model_spec(init, args)
-    cluster["mem_bytes"] = memory_for(spec, cluster, args.tokens_per_rank)
-    planner = nspcomm.Planner(spec, cluster)
-    wl = os.path.join(args.out, "workload-scaled-%d.txt" % args.scale)
-    if rank == 0:
-        scaled_workload(args.workload, args.scale, wl)
-    dist.barrier()
-    budget = args.tokens_per_rank * world
-    lens_of = [nspcomm.sample_batch(wl, args.seed, s, budget, args.max_len)
-               for s in range(args.steps)]
+    planner, cluster = make_planner(args, init, world, local, rate.tolist())
+    lens_of = batch_lengths(args, world, write=rank == 0)
 
     failed = []
     report = {"args": vars(args), "ranks": world, "ranks_per_node": cluster["ranks_per_node"],
