@@ -338,46 +338,84 @@ static void heap_pop(leaf_heap_t *h)
     }
 }
 
-/* Set leaf j's key in mode m's tree: its L1 if it has the mode's need free,
- * else infinity (and it waits in the heap). Returns 0 on no memory. */
-static int leaf_key_set(nest_state_t *st, nest_round_t *rd, int j, int m)
+/* Refresh mode m's minimum (and its leaf) from tree node v upwards; once a
+ * node keeps both, so do all above it. */
+static void leaf_tree_up(leaf_tnode_t *lt, int m, int v)
 {
-    const double fr = leaf_free(st, rd, j, m);
-    double      *key = rd->key[m];
-    int          v = st->lsize + j;
-
-    if (fr >= *rd->need[m]) {
-        key[v] = rd->leaf1[j];
-    } else {
-        key[v] = NEST_INF;
-        if (!heap_push(&rd->wait[m], fr, j, rd->stamp[j])) {
-            return 0;
-        }
-    }
-    /* refresh the minima upwards; once a node keeps its value, so do all
-     * above it */
     for (v /= 2; v >= 1; v /= 2) {
-        const double k = dmin(key[2 * v], key[2 * v + 1]);
-        if (key[v] == k) {
+        const leaf_tnode_t *w = lt[2 * v].key[m] <= lt[2 * v + 1].key[m] ? &lt[2 * v] :
+                                                                            &lt[2 * v + 1];
+        if (lt[v].key[m] == w->key[m] && lt[v].leaf[m] == w->leaf[m]) {
             break;
         }
-        key[v] = k;
+        lt[v].key[m]  = w->key[m];
+        lt[v].leaf[m] = w->leaf[m];
     }
+}
+
+/* Leaf j's key in mode m: its L1 if it has the mode's need free, else
+ * infinity (and it waits in the heap). Returns 0 on no memory. */
+static int leaf_key(nest_state_t *st, nest_round_t *rd, int j, int m)
+{
+    const double fr = leaf_free(st, rd, j, m);
+    leaf_tnode_t *t = &rd->lt[st->lsize + j];
+
+    if (fr >= *rd->need[m]) {
+        t->key[m] = rd->leaf1[j];
+        return 1;
+    }
+    t->key[m] = NEST_INF;
+    return heap_push(&rd->wait[m], fr, j, rd->stamp[j]);
+}
+
+/* Set leaf j's key in mode m's tree. Returns 0 on no memory. */
+static int leaf_key_set(nest_state_t *st, nest_round_t *rd, int j, int m)
+{
+    if (!leaf_key(st, rd, j, m)) {
+        return 0;
+    }
+    leaf_tree_up(rd->lt, m, st->lsize + j);
     return 1;
 }
 
-/* After a change of leaf j (its load, memory or flag). */
-static int leaf_seg_set(nest_state_t *st, nest_round_t *rd, int j)
+/* After a change of leaf j (its load, memory or flag): both trees take it
+ * when they are next queried (leaf_find). */
+static void leaf_seg_set(nest_round_t *rd, int j)
 {
     rd->stamp[j]++;
-    return leaf_key_set(st, rd, j, 0) && leaf_key_set(st, rd, j, 1);
+    for (int m = 0; m < 2; ++m) {
+        if (!rd->is_dirty[m][j]) {
+            rd->is_dirty[m][j] = 1;
+            rd->dirty[m][rd->ndirty[m]++] = j;
+        }
+    }
+}
+
+/* Bring mode m's tree up to date with the leaves changed since it was last
+ * read (refresh: 0 when every leaf is about to be set anyway). Returns 0 on
+ * no memory. */
+static int leaf_flush(nest_state_t *st, nest_round_t *rd, int m, int refresh)
+{
+    int ok = 1;
+
+    for (int k = 0; k < rd->ndirty[m]; ++k) {
+        const int j = rd->dirty[m][k];
+        rd->is_dirty[m][j] = 0;
+        if (refresh && ok) {
+            ok = leaf_key_set(st, rd, j, m);
+        }
+    }
+    rd->ndirty[m] = 0;
+    return ok;
 }
 
 /* Absolute leaf values from the tree (top-down sums), and the two trees with
- * every leaf admitted (the first need is set by the first query). */
+ * every leaf admitted (the first need is set by the first query), built
+ * bottom-up. */
 static int leaf_phase_init(nest_state_t *st, nest_round_t *rd)
 {
     const nest_shape_t *sh = &st->sh;
+    leaf_tnode_t       *lt = rd->lt;
 
     for (int j = 0; j < sh->ng[0]; ++j) {
         const int n = sh->off[0] + j;
@@ -390,18 +428,20 @@ static int leaf_phase_init(nest_state_t *st, nest_round_t *rd)
         rd->leaf1[j] = l1;
         rd->leaf2[j] = l2;
         rd->leafm[j] = m;
+        rd->stamp[j]++;
     }
     for (int m = 0; m < 2; ++m) {
         *rd->need[m] = -NEST_INF;
         rd->wait[m].n = 0;
-        for (int v = 1; v < 2 * st->lsize; ++v) {
-            rd->key[m][v] = NEST_INF;
-        }
+        (void)leaf_flush(st, rd, m, 0);
     }
-    for (int j = 0; j < sh->ng[0]; ++j) {
-        if (!leaf_seg_set(st, rd, j)) {
-            return 0;
-        }
+    for (int j = 0; j < st->lsize; ++j) {
+        leaf_tnode_t *t = &lt[st->lsize + j];
+        t->key[0] = t->key[1] = j < sh->ng[0] ? rd->leaf1[j] : NEST_INF;
+        t->leaf[0] = t->leaf[1] = j;
+    }
+    for (int v = st->lsize - 1; v >= 1; --v) {
+        lt[v] = lt[2 * v].key[0] <= lt[2 * v + 1].key[0] ? lt[2 * v] : lt[2 * v + 1];
     }
     return 1;
 }
@@ -411,11 +451,13 @@ static int leaf_phase_init(nest_state_t *st, nest_round_t *rd)
  * now fits come back. */
 static int leaf_find(nest_state_t *st, nest_round_t *rd, double need, int flip)
 {
-    const int    m = flip ? 1 : 0;
-    leaf_heap_t *h = &rd->wait[m];
-    double      *key = rd->key[m];
-    int          v;
+    const int     m = flip ? 1 : 0;
+    leaf_heap_t  *h = &rd->wait[m];
+    leaf_tnode_t *lt = rd->lt;
 
+    if (!leaf_flush(st, rd, m, need <= *rd->need[m])) {
+        return -1;
+    }
     if (need > *rd->need[m]) {
         /* a larger need than before (first query): re-check every leaf */
         *rd->need[m] = need;
@@ -430,19 +472,16 @@ static int leaf_find(nest_state_t *st, nest_round_t *rd, double need, int flip)
     while (h->n > 0 && h->free[0] >= need) {
         const int j = h->leaf[0], t = h->stamp[0];
         heap_pop(h);
-        if (t == rd->stamp[j] && key[st->lsize + j] >= NEST_INF) {
+        if (t == rd->stamp[j] && lt[st->lsize + j].key[m] >= NEST_INF) {
             (void)leaf_key_set(st, rd, j, m);   /* fits now: back in the tree */
         }
     }
     for (;;) {
         int j;
-        if (key[1] >= NEST_INF) {
+        if (lt[1].key[m] >= NEST_INF) {
             return -1;
         }
-        for (v = 1; v < st->lsize;) {
-            v = key[2 * v] <= key[2 * v + 1] ? 2 * v : 2 * v + 1;
-        }
-        j = v - st->lsize;
+        j = lt[1].leaf[m];
         if (leaf_free(st, rd, j, m) >= need) {
             return j;
         }
@@ -530,9 +569,7 @@ static int route_short(nest_state_t *st, int i, double *rmax)
         rd->leaf1[j] += nd->add1 - o1;
         rd->leaf2[j] += nd->add2 - o2;
         rd->leafm[j] += nd->addm - om;
-        if (!leaf_seg_set(st, rd, j)) {
-            return 0;
-        }
+        leaf_seg_set(rd, j);
         rmax[best.r] = dmax(rmax[best.r], dmax(rd->leaf1[j], rd->leaf2[j]));
     }
     target_update(st, i, best.area);
@@ -544,12 +581,7 @@ static int route_short(nest_state_t *st, int i, double *rmax)
 void nsp_nest_state_clear(nest_state_t *st)
 {
     for (int r = 0; r < st->R; ++r) {
-        nest_round_t *rd = &st->round[r];
-        for (int n = 0; n < st->sh.nnodes; ++n) {
-            memset(&rd->node[n], 0, sizeof(rd->node[n]));
-            rd->node[n].head = -1;
-        }
-        nsp_nest_round_rebuild(st, rd);
+        nsp_nest_round_clear(st, &st->round[r]);
     }
     for (int i = 0; i < st->in->nseqs; ++i) {
         st->loc[i] = st->next[i] = st->prev[i] = -1;
@@ -663,7 +695,7 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
         }
     }
     for (int r = 0; r < R; ++r) {
-        nsp_nest_round_rebuild(st, &st->round[r]);
+        nsp_nest_round_rebuild(st, &st->round[r], 0);   /* every add is current */
     }
     return 1;
 }

@@ -23,6 +23,7 @@ void nsp_nest_shape_free(nest_shape_t *sh)
     free(sh->nchild);
     free(sh->roots);
     free(sh->vslot);
+    free(sh->moff);
     memset(sh, 0, sizeof(*sh));
 }
 
@@ -80,9 +81,10 @@ nsp_status_t nsp_nest_shape_init(nest_shape_t *sh, const nsp_planner_input_t *in
     sh->first_child = malloc(sizeof(int) * (size_t)n);
     sh->nchild      = malloc(sizeof(int) * (size_t)n);
     sh->vslot       = malloc(sizeof(int) * (size_t)n);
+    sh->moff        = malloc(sizeof(int) * (size_t)n);
     keys            = malloc(sizeof(*keys) * (size_t)n);
     if (sh->level == NULL || sh->parent == NULL || sh->first_child == NULL ||
-        sh->nchild == NULL || sh->vslot == NULL || keys == NULL) {
+        sh->nchild == NULL || sh->vslot == NULL || sh->moff == NULL || keys == NULL) {
         free(keys);
         nsp_nest_shape_free(sh);
         return nsp_error(NSP_ERR_NO_MEMORY, "nested planner: cannot allocate a tree of %d "
@@ -93,6 +95,8 @@ nsp_status_t nsp_nest_shape_init(nest_shape_t *sh, const nsp_planner_input_t *in
             const int id = sh->off[l] + j;
             sh->level[id] = l;
             sh->vslot[id] = -1;
+            sh->moff[id]  = (int)sh->mtotal;
+            sh->mtotal   += (size_t)l + 1;
             if (l > 0) {
                 const int ratio = sh->deg[l] / sh->deg[l - 1];
                 sh->first_child[id] = sh->off[l - 1] + j * ratio;
@@ -150,8 +154,10 @@ void nsp_nest_round_free(nest_round_t *rd)
     free(rd->leaf1);
     free(rd->leaf2);
     free(rd->leafm);
+    free(rd->lt);
     for (int m = 0; m < 2; ++m) {
-        free(rd->key[m]);
+        free(rd->dirty[m]);
+        free(rd->is_dirty[m]);
         free(rd->need[m]);
         free(rd->wait[m].free);
         free(rd->wait[m].leaf);
@@ -166,10 +172,11 @@ nsp_status_t nsp_nest_round_alloc(nest_state_t *st, nest_round_t *rd)
     const nest_shape_t *sh = &st->sh;
     const size_t        nn = (size_t)sh->nnodes, nl = (size_t)sh->nl;
     const size_t        vv = 2 * (size_t)sh->vsize, ls = 2 * (size_t)st->lsize;
+    int                 ok = 1;
 
     rd->node  = calloc(nn, sizeof(*rd->node));
-    rd->mm1   = malloc(sizeof(double) * nn * nl);
-    rd->mmm   = malloc(sizeof(double) * nn * nl);
+    rd->mm1   = malloc(sizeof(double) * sh->mtotal);
+    rd->mmm   = malloc(sizeof(double) * sh->mtotal);
     rd->v1    = malloc(sizeof(double) * vv);
     rd->v2    = malloc(sizeof(double) * vv);
     rd->vm    = malloc(sizeof(double) * vv);
@@ -178,15 +185,18 @@ nsp_status_t nsp_nest_round_alloc(nest_state_t *st, nest_round_t *rd)
     rd->leaf1 = malloc(sizeof(double) * (size_t)sh->ng[0]);
     rd->leaf2 = malloc(sizeof(double) * (size_t)sh->ng[0]);
     rd->leafm = malloc(sizeof(double) * (size_t)sh->ng[0]);
+    rd->lt = malloc(sizeof(*rd->lt) * ls);
+    ok     = rd->lt != NULL;
     for (int m = 0; m < 2; ++m) {
-        rd->key[m]  = malloc(sizeof(double) * ls);
-        rd->need[m] = malloc(sizeof(double));
+        rd->dirty[m]    = malloc(sizeof(int) * (size_t)sh->ng[0]);
+        rd->is_dirty[m] = calloc((size_t)sh->ng[0], 1);
+        rd->need[m]     = malloc(sizeof(double));
+        ok &= rd->dirty[m] != NULL && rd->is_dirty[m] != NULL && rd->need[m] != NULL;
     }
     rd->stamp = calloc((size_t)sh->ng[0], sizeof(int));
-    if (rd->node == NULL || rd->mm1 == NULL || rd->mmm == NULL || rd->v1 == NULL ||
+    if (!ok || rd->node == NULL || rd->mm1 == NULL || rd->mmm == NULL || rd->v1 == NULL ||
         rd->v2 == NULL || rd->vm == NULL || rd->vmm1 == NULL || rd->vmmm == NULL ||
-        rd->leaf1 == NULL || rd->leaf2 == NULL || rd->leafm == NULL || rd->key[0] == NULL ||
-        rd->key[1] == NULL || rd->need[0] == NULL || rd->need[1] == NULL || rd->stamp == NULL) {
+        rd->leaf1 == NULL || rd->leaf2 == NULL || rd->leafm == NULL || rd->stamp == NULL) {
         nsp_nest_round_free(rd);
         return nsp_error(NSP_ERR_NO_MEMORY, "nested planner: cannot allocate a round of %d "
                          "groups", sh->nnodes);
@@ -229,17 +239,15 @@ void nsp_nest_node_adds(const nest_state_t *st, int l, nest_node_t *nd)
 }
 
 /* Recompute a node's aggregates from its adds and its children; its adds
- * too if with_adds (its sums changed), and the levels above its own
- * (always infinite) if full. Per lower level l': the minimum over the
- * children, then plus the node's own add (in that order: the values are
+ * too if with_adds (its sums changed). Per lower level l': the minimum over
+ * the children, then plus the node's own add (in that order: the values are
  * those of a minimum taken child by child from infinity). */
-static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int with_adds,
-                           int full)
+static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int with_adds)
 {
     const nest_shape_t *sh = &st->sh;
-    const int           l  = sh->level[n], nl = sh->nl;
+    const int           l  = sh->level[n];
     nest_node_t        *nd = &rd->node[n];
-    double             *m1 = &rd->mm1[(size_t)n * nl], *mm = &rd->mmm[(size_t)n * nl];
+    double             *m1 = &rd->mm1[sh->moff[n]], *mm = &rd->mmm[sh->moff[n]];
 
     if (with_adds) {
         nsp_nest_node_adds(st, l, nd);
@@ -258,7 +266,9 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int 
             a1 = dmax(a1, cd->agg1);
             a2 = dmax(a2, cd->agg2);
             am = dmax(am, cd->aggm);
-            nd->occ += cd->occ + (cd->nseq > 0);
+        }
+        for (int c = c0; st->mode == NSP_ROUTE_DISJOINT && c < c0 + nc; ++c) {
+            nd->occ += rd->node[c].occ + (rd->node[c].nseq > 0);   /* read in disjoint mode only */
         }
         nd->agg1 = nd->add1 + a1;
         nd->agg2 = nd->add2 + a2;
@@ -268,8 +278,8 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int 
                 m1[lp] = mm[lp] = NEST_INF;   /* used: nothing below may open */
             }
         } else if (nc == 2) {   /* the usual binary tree: the same minima, unrolled */
-            const double *a1m = &rd->mm1[(size_t)c0 * nl], *b1m = a1m + nl;
-            const double *amm = &rd->mmm[(size_t)c0 * nl], *bmm = amm + nl;
+            const double *a1m = &rd->mm1[sh->moff[c0]], *b1m = &rd->mm1[sh->moff[c0 + 1]];
+            const double *amm = &rd->mmm[sh->moff[c0]], *bmm = &rd->mmm[sh->moff[c0 + 1]];
             for (int lp = 0; lp < l; ++lp) {
                 m1[lp] = dmin(a1m[lp], b1m[lp]) + nd->add1;
                 mm[lp] = dmin(amm[lp], bmm[lp]) + nd->addm;
@@ -278,8 +288,8 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int 
             for (int lp = 0; lp < l; ++lp) {
                 double v1 = NEST_INF, vm = NEST_INF;
                 for (int c = c0; c < c0 + nc; ++c) {
-                    v1 = dmin(v1, rd->mm1[(size_t)c * nl + lp]);
-                    vm = dmin(vm, rd->mmm[(size_t)c * nl + lp]);
+                    v1 = dmin(v1, rd->mm1[sh->moff[c] + lp]);
+                    vm = dmin(vm, rd->mmm[sh->moff[c] + lp]);
                 }
                 m1[lp] = v1 + nd->add1;
                 mm[lp] = vm + nd->addm;
@@ -292,12 +302,6 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int 
         m1[l] = nd->agg1;
         mm[l] = nd->aggm;
     }
-    if (full) {
-        for (int lp = l + 1; lp < nl; ++lp) {
-            m1[lp] = NEST_INF;
-            mm[lp] = NEST_INF;
-        }
-    }
 }
 
 /* Virtual tree: leaf k is root k; padding leaves hold nothing. */
@@ -308,12 +312,16 @@ static void vleaf_set(const nest_state_t *st, nest_round_t *rd, int k)
 
     if (k < st->sh.nroots) {
         const int          n  = st->sh.roots[k];
+        const int          lr = st->sh.level[n];
         const nest_node_t *nd = &rd->node[n];
         rd->v1[v] = nd->agg1;
         rd->v2[v] = nd->agg2;
         rd->vm[v] = nd->aggm;
-        memcpy(vm1, &rd->mm1[(size_t)n * nl], sizeof(double) * (size_t)nl);
-        memcpy(vmm, &rd->mmm[(size_t)n * nl], sizeof(double) * (size_t)nl);
+        memcpy(vm1, &rd->mm1[st->sh.moff[n]], sizeof(double) * (size_t)(lr + 1));
+        memcpy(vmm, &rd->mmm[st->sh.moff[n]], sizeof(double) * (size_t)(lr + 1));
+        for (int l = lr + 1; l < nl; ++l) {
+            vm1[l] = vmm[l] = NEST_INF;   /* nothing of a higher level below a root */
+        }
     } else {
         rd->v1[v] = rd->v2[v] = rd->vm[v] = -NEST_INF;
         for (int l = 0; l < nl; ++l) {
@@ -342,7 +350,7 @@ void nsp_nest_propagate(const nest_state_t *st, nest_round_t *rd, int n)
 
     /* only node n's sums changed: its ancestors keep their adds */
     for (int p = n; p >= 0; p = st->sh.parent[p]) {
-        node_aggregate(st, rd, p, p == n, 0);
+        node_aggregate(st, rd, p, p == n);
         root = p;
     }
     v = st->sh.vslot[root];
@@ -352,18 +360,37 @@ void nsp_nest_propagate(const nest_state_t *st, nest_round_t *rd, int n)
     }
 }
 
-/* Rebuild every aggregate of a round from the node sums: O(nodes * levels). */
-void nsp_nest_round_rebuild(const nest_state_t *st, nest_round_t *rd)
+static void vtree_rebuild(const nest_state_t *st, nest_round_t *rd)
 {
-    for (int n = 0; n < st->sh.nnodes; ++n) {   /* level 0 first: ids ascend by level */
-        node_aggregate(st, rd, n, 1, 1);
-    }
     for (int k = 0; k < st->sh.vsize; ++k) {
         vleaf_set(st, rd, k);
     }
     for (int v = st->sh.vsize - 1; v >= 1; --v) {
         vnode_aggregate(st, rd, v);
     }
+}
+
+/* Rebuild every aggregate of a round from the node adds (from the sums too
+ * if with_adds): O(mtotal). */
+void nsp_nest_round_rebuild(const nest_state_t *st, nest_round_t *rd, int with_adds)
+{
+    for (int n = 0; n < st->sh.nnodes; ++n) {   /* level 0 first: ids ascend by level */
+        node_aggregate(st, rd, n, with_adds);
+    }
+    vtree_rebuild(st, rd);
+}
+
+/* Empty a round: what nsp_nest_round_rebuild computes for empty groups
+ * (every add, aggregate and minimum is +0.0), without the pass. */
+void nsp_nest_round_clear(const nest_state_t *st, nest_round_t *rd)
+{
+    memset(rd->node, 0, sizeof(*rd->node) * (size_t)st->sh.nnodes);
+    for (int n = 0; n < st->sh.nnodes; ++n) {
+        rd->node[n].head = -1;
+    }
+    memset(rd->mm1, 0, sizeof(double) * st->sh.mtotal);
+    memset(rd->mmm, 0, sizeof(double) * st->sh.mtotal);
+    vtree_rebuild(st, rd);
 }
 
 /* The round's slowest rank, per layer. */
@@ -422,7 +449,7 @@ int nsp_nest_find_group(const nest_state_t *st, const nest_round_t *rd, int l, d
         double    best1 = NEST_INF;
         acc_m += rd->node[n].addm;
         if (nc == 2) {   /* the usual binary tree: the loop below, unrolled */
-            const size_t ia = (size_t)c0 * nl + l, ib = ia + (size_t)nl;
+            const size_t ia = (size_t)sh->moff[c0] + l, ib = (size_t)sh->moff[c0 + 1] + l;
             if (rd->mmm[ia] + acc_m <= room && rd->mm1[ia] < best1) {
                 best1 = rd->mm1[ia];
                 best  = c0;
@@ -432,8 +459,8 @@ int nsp_nest_find_group(const nest_state_t *st, const nest_round_t *rd, int l, d
             }
         }
         for (int c = c0; nc != 2 && c < c0 + nc; ++c) {   /* least loaded child with room */
-            const double cm = rd->mmm[(size_t)c * nl + l] + acc_m;
-            const double c1 = rd->mm1[(size_t)c * nl + l];
+            const double cm = rd->mmm[sh->moff[c] + l] + acc_m;
+            const double c1 = rd->mm1[sh->moff[c] + l];
             if (cm <= room && c1 < best1) {
                 best1 = c1;
                 best  = c;
@@ -486,20 +513,27 @@ void nsp_nest_node_account(const nest_state_t *st, nest_node_t *nd, int l, int i
     }
 }
 
-/* Place sequence i in node n of round r with the group's flag set to rc. */
-void nsp_nest_place(nest_state_t *st, int i, int r, int n, int rc, int do_propagate)
+/* Sequence i into node n of round r, flag rc: sums, links, location. */
+void nsp_nest_place_sums(nest_state_t *st, int i, int r, int n, int rc)
 {
-    nest_round_t *rd = &st->round[r];
-    nest_node_t  *nd = &rd->node[n];
+    nest_node_t *nd = &st->round[r].node[n];
 
     nsp_nest_node_account(st, nd, st->sh.level[n], i, +1);
     nd->rc = rc;
     node_link(st, nd, i);
     st->loc[i] = r * st->sh.nnodes + n;
+}
+
+/* Place sequence i in node n of round r with the group's flag set to rc. */
+void nsp_nest_place(nest_state_t *st, int i, int r, int n, int rc, int do_propagate)
+{
+    nest_round_t *rd = &st->round[r];
+
+    nsp_nest_place_sums(st, i, r, n, rc);
     if (do_propagate) {
         nsp_nest_propagate(st, rd, n);
     } else {
-        nsp_nest_node_adds(st, st->sh.level[n], nd);
+        nsp_nest_node_adds(st, st->sh.level[n], &rd->node[n]);
     }
 }
 
