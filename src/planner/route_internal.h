@@ -125,14 +125,6 @@ typedef struct leaf_heap {
     int     n, cap;
 } leaf_heap_t;
 
-/* A node of the leaf phase's min trees, per mode (0: kept placement, 1:
- * recomputed): the least L1 below among the leaves with the mode's need
- * free (NEST_INF: none) and the leaf holding it (the leftmost on ties). */
-typedef struct leaf_tnode {
-    double key[2];
-    int    leaf[2];
-} leaf_tnode_t;
-
 typedef struct nest_round {
     nest_node_t *node;   /* [nnodes] */
     double      *mm1;    /* [mtotal]: at moff[n] + l' (l' <= level of n) the min over the
@@ -148,8 +140,11 @@ typedef struct nest_round {
      * first), and a max-heap of the other leaves by free memory, re-admitted
      * when the need falls to them. The query then finds exactly the least
      * loaded leaf with room at the root. */
-    leaf_tnode_t *lt;         /* [2 * lsize]: node v's children are 2v, 2v + 1; leaf j
-                                 is lsize + j */
+    double      *lkey[2];     /* [lsize] per leaf: its L1 if it has the mode's need
+                                 free, else NEST_INF (also for the padding leaves) */
+    int         *win[2];      /* [2 * lsize] the leaf of the least key below tree node v
+                                 (the leftmost on ties; node v's children are 2v and
+                                 2v + 1, leaf j is node lsize + j and win = j there) */
     double      *need[2];     /* current need of each mode */
     leaf_heap_t  wait[2];
     int         *stamp;       /* [ng0] bumped on every change of a leaf */
@@ -183,6 +178,10 @@ typedef struct nest_state {
     int                       *loc;      /* [nseqs] round * nnodes + node, -1 if unplaced */
     int                       *next, *prev;  /* [nseqs] links inside a group */
     double                    *comp1;    /* [nseqs] comp(s, 1) */
+    double                    *alone;    /* [nseqs * nl]: row k, the k-th sequence of the
+                                            batch order alone at each level (per-rank L1,
+                                            kept), for k < nalone */
+    int                        nalone;
     double                     target;   /* (area placed + work left) / (N * R): the
                                             balanced round time, raised as comm and
                                             recomputation add area */
@@ -190,6 +189,9 @@ typedef struct nest_state {
     double                     a_placed; /* rank-seconds per layer placed so far */
     double                     w_left;   /* least rank-seconds of the sequences left */
     long                       trials;   /* local-search trials left */
+    int                       *xlev;     /* [ranks] scratch of the exact evaluation: the
+                                            nonempty groups holding each rank */
+    double                    *xterm;    /* [3 * ranks] its per-rank C, Kp, Ks */
 } nest_state_t;
 
 /* What a round whose slowest rank takes m adds to the step, per layer: m and
@@ -283,8 +285,8 @@ double nsp_nest_state_step(const nest_state_t *st);
 /** Route the whole batch in R rounds; 0 if some sequence found no place. */
 int nsp_nest_route_all(nest_state_t *st, int R, double work);
 /** Exact per-layer step (pipelined only where each rank holds another
- *  level), round fixed costs included; levels [ranks], buf [3 ranks] scratch. */
-double nsp_nest_state_exact(const nest_state_t *st, int *levels, double *buf);
+ *  level), round fixed costs included (scratch: st->xlev, st->xterm). */
+double nsp_nest_state_exact(const nest_state_t *st);
 /** Local moves (route.c): move sequences off each round's slowest rank to
  *  the place that lowers the step (round fixed costs included on both
  *  sides) most, while it drops and st->trials lasts; every accepted move

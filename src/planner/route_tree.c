@@ -154,8 +154,9 @@ void nsp_nest_round_free(nest_round_t *rd)
     free(rd->leaf1);
     free(rd->leaf2);
     free(rd->leafm);
-    free(rd->lt);
     for (int m = 0; m < 2; ++m) {
+        free(rd->lkey[m]);
+        free(rd->win[m]);
         free(rd->dirty[m]);
         free(rd->is_dirty[m]);
         free(rd->need[m]);
@@ -185,9 +186,10 @@ nsp_status_t nsp_nest_round_alloc(nest_state_t *st, nest_round_t *rd)
     rd->leaf1 = malloc(sizeof(double) * (size_t)sh->ng[0]);
     rd->leaf2 = malloc(sizeof(double) * (size_t)sh->ng[0]);
     rd->leafm = malloc(sizeof(double) * (size_t)sh->ng[0]);
-    rd->lt = malloc(sizeof(*rd->lt) * ls);
-    ok     = rd->lt != NULL;
     for (int m = 0; m < 2; ++m) {
+        rd->lkey[m]     = malloc(sizeof(double) * (size_t)st->lsize);
+        rd->win[m]      = malloc(sizeof(int) * ls);
+        ok &= rd->lkey[m] != NULL && rd->win[m] != NULL;
         rd->dirty[m]    = malloc(sizeof(int) * (size_t)sh->ng[0]);
         rd->is_dirty[m] = calloc((size_t)sh->ng[0], 1);
         rd->need[m]     = malloc(sizeof(double));
@@ -563,6 +565,9 @@ void nsp_nest_state_free(nest_state_t *st)
     free(st->next);
     free(st->prev);
     free(st->comp1);
+    free(st->alone);
+    free(st->xlev);
+    free(st->xterm);
     nsp_nest_shape_free(&st->sh);
 }
 
@@ -592,8 +597,11 @@ nsp_status_t nsp_nest_state_init(nest_state_t *st, const nsp_planner_input_t *in
     st->next  = malloc(sizeof(int) * n);
     st->prev  = malloc(sizeof(int) * n);
     st->comp1 = malloc(sizeof(double) * n);
+    st->alone = malloc(sizeof(double) * (size_t)st->sh.nl * n);
+    st->xlev  = malloc(sizeof(int) * (size_t)st->sh.ranks);
+    st->xterm = malloc(sizeof(double) * 3 * (size_t)st->sh.ranks);
     if (st->round == NULL || st->loc == NULL || st->next == NULL || st->prev == NULL ||
-        st->comp1 == NULL) {
+        st->comp1 == NULL || st->alone == NULL || st->xlev == NULL || st->xterm == NULL) {
         nsp_nest_state_free(st);
         return nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate state for %d sequences",
                          in->nseqs);
