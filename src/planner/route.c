@@ -268,7 +268,11 @@ static void restore_assignment(nest_state_t *st, const nest_saved_t *sv)
     nsp_nest_state_clear(st);
     for (int i = 0; i < st->in->nseqs; ++i) {
         const int r = sv->loc[i] / st->sh.nnodes, n = sv->loc[i] % st->sh.nnodes;
-        nsp_nest_place_sums(st, i, r, n, sv->rc[i]);
+        if (st->in->plain_search) {
+            nsp_nest_place(st, i, r, n, sv->rc[i], 0);
+        } else {
+            nsp_nest_place_sums(st, i, r, n, sv->rc[i]);   /* the rebuild sets the adds */
+        }
     }
     for (int r = 0; r < st->R; ++r) {
         nsp_nest_round_rebuild(st, &st->round[r], 1);

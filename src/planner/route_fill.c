@@ -124,6 +124,13 @@ static const double *alone_row(nest_state_t *st, int k)
 {
     const int nl = st->sh.nl;
 
+    if (st->in->plain_search) {
+        const int i = st->in->order[k];
+        for (int l = 0; l < nl; ++l) {
+            st->alone[(size_t)k * nl + l] = alone_time(st, i, l);
+        }
+        return &st->alone[(size_t)k * nl];
+    }
     for (; st->nalone <= k; ++st->nalone) {
         const int i = st->in->order[st->nalone];
         for (int l = 0; l < nl; ++l) {
@@ -397,19 +404,6 @@ static int leaf_key_set(nest_state_t *st, nest_round_t *rd, int j, int m)
     return 1;
 }
 
-/* After a change of leaf j (its load, memory or flag): both trees take it
- * when they are next queried (leaf_find). */
-static void leaf_seg_set(nest_round_t *rd, int j)
-{
-    rd->stamp[j]++;
-    for (int m = 0; m < 2; ++m) {
-        if (!rd->is_dirty[m][j]) {
-            rd->is_dirty[m][j] = 1;
-            rd->dirty[m][rd->ndirty[m]++] = j;
-        }
-    }
-}
-
 /* Bring mode m's tree up to date with the leaves changed since it was last
  * read (refresh: 0 when every leaf is about to be set anyway). Returns 0 on
  * no memory. */
@@ -425,6 +419,26 @@ static int leaf_flush(nest_state_t *st, nest_round_t *rd, int m, int refresh)
         }
     }
     rd->ndirty[m] = 0;
+    return ok;
+}
+
+/* After a change of leaf j (its load, memory or flag): both trees take it
+ * when they are next queried (leaf_find; at once under plain_search).
+ * Returns 0 on no memory. */
+static int leaf_seg_set(nest_state_t *st, nest_round_t *rd, int j)
+{
+    int ok = 1;
+
+    rd->stamp[j]++;
+    for (int m = 0; m < 2; ++m) {
+        if (!rd->is_dirty[m][j]) {
+            rd->is_dirty[m][j] = 1;
+            rd->dirty[m][rd->ndirty[m]++] = j;
+        }
+        if (st->in->plain_search) {
+            ok &= leaf_flush(st, rd, m, 1);
+        }
+    }
     return ok;
 }
 
@@ -591,7 +605,9 @@ static int route_short(nest_state_t *st, int i, double *rmax)
         rd->leaf1[j] += nd->add1 - o1;
         rd->leaf2[j] += nd->add2 - o2;
         rd->leafm[j] += nd->addm - om;
-        leaf_seg_set(rd, j);
+        if (!leaf_seg_set(st, rd, j)) {
+            return 0;
+        }
         rmax[best.r] = dmax(rmax[best.r], dmax(rd->leaf1[j], rd->leaf2[j]));
     }
     target_update(st, i, best.area);
@@ -717,7 +733,8 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
         }
     }
     for (int r = 0; r < R; ++r) {
-        nsp_nest_round_rebuild(st, &st->round[r], 0);   /* every add is current */
+        /* every add is current (recomputed under plain_search) */
+        nsp_nest_round_rebuild(st, &st->round[r], st->in->plain_search);
     }
     return 1;
 }
@@ -842,7 +859,7 @@ nsp_status_t nsp_nest_fix_lonely_ranks(nest_state_t *st)
         int           nmoved = 0, ndonors = 0, next_donor = 0;
         double        before;
 
-        if (!round_has_lonely(st, rd)) {
+        if (!round_has_lonely(st, rd) && !st->in->plain_search) {
             continue;   /* no rank to give a sequence: nothing would move */
         }
         before = round_exact(st, rd);

@@ -345,21 +345,107 @@ static void vnode_aggregate(const nest_state_t *st, nest_round_t *rd, int v)
     }
 }
 
-/* After a change of node n: refresh it, its ancestors and the virtual path. */
+/* Minimum over the children c0.. c0+nc-1 of their entry e of arr (mm1 or
+ * mmm): the values node_aggregate takes. */
+static double child_min(const nest_shape_t *sh, const double *arr, int c0, int nc, int e)
+{
+    double v = NEST_INF;
+
+    if (nc == 2) {
+        return dmin(arr[sh->moff[c0] + e], arr[sh->moff[c0 + 1] + e]);
+    }
+    for (int c = c0; c < c0 + nc; ++c) {
+        v = dmin(v, arr[sh->moff[c] + e]);
+    }
+    return v;
+}
+
+/* Nested mode, ancestor p of a changed node whose entries chg[0..level(p)-1]
+ * may have changed (the others did not): its maxima from its children and
+ * those entries and its own level's, as node_aggregate computes them; chg
+ * becomes what changed at p. Returns 0 if nothing of p changed. */
+static int ancestor_update(const nest_state_t *st, nest_round_t *rd, int p, unsigned char *chg)
+{
+    const nest_shape_t *sh = &st->sh;
+    const int           l = sh->level[p], c0 = sh->first_child[p], nc = sh->nchild[p];
+    nest_node_t        *nd = &rd->node[p];
+    double             *m1 = &rd->mm1[sh->moff[p]], *mm = &rd->mmm[sh->moff[p]];
+    double              a1 = -NEST_INF, a2 = -NEST_INF, am = -NEST_INF;
+    int                 any = 0;
+
+    for (int c = c0; c < c0 + nc; ++c) {
+        a1 = dmax(a1, rd->node[c].agg1);
+        a2 = dmax(a2, rd->node[c].agg2);
+        am = dmax(am, rd->node[c].aggm);
+    }
+    any = nd->agg1 != nd->add1 + a1 || nd->agg2 != nd->add2 + a2 || nd->aggm != nd->addm + am;
+    nd->agg1 = nd->add1 + a1;
+    nd->agg2 = nd->add2 + a2;
+    nd->aggm = nd->addm + am;
+    for (int e = 0; e < l; ++e) {
+        if (chg[e]) {
+            const double v1 = child_min(sh, rd->mm1, c0, nc, e) + nd->add1;
+            const double vm = child_min(sh, rd->mmm, c0, nc, e) + nd->addm;
+            chg[e] = v1 != m1[e] || vm != mm[e];
+            m1[e]  = v1;
+            mm[e]  = vm;
+            any |= chg[e];
+        }
+    }
+    chg[l] = m1[l] != nd->agg1 || mm[l] != nd->aggm;
+    m1[l]  = nd->agg1;
+    mm[l]  = nd->aggm;
+    return any | chg[l];
+}
+
+/* The virtual path above root slot k; stops where a node keeps its values. */
+static void vpath_update(const nest_state_t *st, nest_round_t *rd, int k)
+{
+    const int nl = st->sh.nl;
+
+    vleaf_set(st, rd, k);
+    for (int v = (st->sh.vsize + k) / 2; v >= 1; v /= 2) {
+        const double o1 = rd->v1[v], o2 = rd->v2[v], om = rd->vm[v];
+        double       old[2 * NSP_PLANNER_MAX_LEVELS];
+        memcpy(old, &rd->vmm1[(size_t)v * nl], sizeof(double) * (size_t)nl);
+        memcpy(old + nl, &rd->vmmm[(size_t)v * nl], sizeof(double) * (size_t)nl);
+        vnode_aggregate(st, rd, v);
+        if (o1 == rd->v1[v] && o2 == rd->v2[v] && om == rd->vm[v] &&
+            memcmp(old, &rd->vmm1[(size_t)v * nl], sizeof(double) * (size_t)nl) == 0 &&
+            memcmp(old + nl, &rd->vmmm[(size_t)v * nl], sizeof(double) * (size_t)nl) == 0) {
+            return;   /* the same values: nothing above changes */
+        }
+    }
+}
+
+/* After a change of node n: refresh it, its ancestors and the virtual path.
+ * Nested mode: an ancestor recomputes only the entries that changed below
+ * it, and the walk stops at the first one that keeps all its values (what
+ * is above it is then unchanged too): the values of the full refresh. */
 void nsp_nest_propagate(const nest_state_t *st, nest_round_t *rd, int n)
 {
-    int root = n, v;
+    const nest_shape_t *sh = &st->sh;
+    unsigned char       chg[NSP_PLANNER_MAX_LEVELS];
+    int                 root = n;
 
-    /* only node n's sums changed: its ancestors keep their adds */
-    for (int p = n; p >= 0; p = st->sh.parent[p]) {
-        node_aggregate(st, rd, p, p == n);
+    if (st->mode != NSP_ROUTE_NESTED || st->in->plain_search) {
+        /* only node n's sums changed: its ancestors keep their adds */
+        for (int p = n; p >= 0; p = sh->parent[p]) {
+            node_aggregate(st, rd, p, p == n);
+            root = p;
+        }
+        vpath_update(st, rd, sh->vslot[root]);
+        return;
+    }
+    memset(chg, 1, sizeof(chg));
+    node_aggregate(st, rd, n, 1);
+    for (int p = sh->parent[n]; p >= 0; p = sh->parent[p]) {
+        if (!ancestor_update(st, rd, p, chg)) {
+            return;
+        }
         root = p;
     }
-    v = st->sh.vslot[root];
-    vleaf_set(st, rd, v);
-    for (v = (st->sh.vsize + v) / 2; v >= 1; v /= 2) {
-        vnode_aggregate(st, rd, v);
-    }
+    vpath_update(st, rd, sh->vslot[root]);
 }
 
 static void vtree_rebuild(const nest_state_t *st, nest_round_t *rd)
@@ -383,12 +469,17 @@ void nsp_nest_round_rebuild(const nest_state_t *st, nest_round_t *rd, int with_a
 }
 
 /* Empty a round: what nsp_nest_round_rebuild computes for empty groups
- * (every add, aggregate and minimum is +0.0), without the pass. */
+ * (every add, aggregate and minimum is +0.0), without the pass (with it
+ * under plain_search). */
 void nsp_nest_round_clear(const nest_state_t *st, nest_round_t *rd)
 {
     memset(rd->node, 0, sizeof(*rd->node) * (size_t)st->sh.nnodes);
     for (int n = 0; n < st->sh.nnodes; ++n) {
         rd->node[n].head = -1;
+    }
+    if (st->in->plain_search) {
+        nsp_nest_round_rebuild(st, rd, 1);
+        return;
     }
     memset(rd->mm1, 0, sizeof(double) * st->sh.mtotal);
     memset(rd->mmm, 0, sizeof(double) * st->sh.mtotal);
