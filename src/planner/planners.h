@@ -42,8 +42,10 @@ typedef struct nsp_planner_input {
     int            max_rounds;       /**< most rounds a plan may use */
     int64_t        max_seqlen_per_rank; /**< megatron: 0 = search, else the knob */
     int            plain_search;     /**< nested routing: 1 = evaluate every option
-                                          (no exact shortcuts; tests compare the
-                                          two), 0 = the default */
+                                          and refresh every aggregate in full (no
+                                          exact shortcuts, no incremental or lazy
+                                          updates, no cached per-sequence times;
+                                          tests compare the two), 0 = the default */
 } nsp_planner_input_t;
 
 /** The three planners. Each returns a plan with its prediction evaluated

@@ -268,10 +268,14 @@ static void restore_assignment(nest_state_t *st, const nest_saved_t *sv)
     nsp_nest_state_clear(st);
     for (int i = 0; i < st->in->nseqs; ++i) {
         const int r = sv->loc[i] / st->sh.nnodes, n = sv->loc[i] % st->sh.nnodes;
-        nsp_nest_place(st, i, r, n, sv->rc[i], 0);
+        if (st->in->plain_search) {
+            nsp_nest_place(st, i, r, n, sv->rc[i], 0);
+        } else {
+            nsp_nest_place_sums(st, i, r, n, sv->rc[i]);   /* the rebuild sets the adds */
+        }
     }
     for (int r = 0; r < st->R; ++r) {
-        nsp_nest_round_rebuild(st, &st->round[r]);
+        nsp_nest_round_rebuild(st, &st->round[r], 1);
     }
 }
 
@@ -292,8 +296,7 @@ static void export_assignment(const nest_state_t *st, nsp_route_assign_t *a)
 
 /* The static planner's best plan on the tree's levels, as a candidate: it
  * replaces *best if exactly faster. */
-static nsp_status_t static_candidate(nest_state_t *st, nest_saved_t *best, int *levels,
-                                     double *buf)
+static nsp_status_t static_candidate(nest_state_t *st, nest_saved_t *best)
 {
     const nest_shape_t *sh = &st->sh;
     nsp_route_assign_t  a;
@@ -329,7 +332,7 @@ static nsp_status_t static_candidate(nest_state_t *st, nest_saved_t *best, int *
     }
     NSP_CHECK_GOTO(nsp_nest_ensure_rounds(st, cand.R), status, out);
     restore_assignment(st, &cand);
-    ex = nsp_nest_state_exact(st, levels, buf);
+    ex = nsp_nest_state_exact(st);
     NSP_DEBUG("routing (nested): the static plan on the tree's levels: %.6f s per layer", ex);
     if (ex < best->step) {
         best->step = ex;
@@ -354,8 +357,6 @@ typedef struct nest_search {
     int              r_keep;  /* fewest rounds that hold the batch kept */
     int              Rcap;    /* most rounds */
     int              coarse;  /* few whole sequences per rank */
-    int             *levels;  /* [ranks] scratch of state_exact */
-    double          *buf;     /* [3 * ranks] scratch of state_exact */
 } nest_search_t;
 
 /* Rounds. The search starts at the fewest rounds that hold the batch with
@@ -423,7 +424,7 @@ static nsp_status_t route_trial(nest_state_t *st, nest_saved_t *best, const nest
         }
         /* candidates are compared as the plan will show them: a group
          * overlaps only where its ranks hold another level */
-        s1 = nsp_nest_state_exact(st, se->levels, se->buf);
+        s1 = nsp_nest_state_exact(st);
         NSP_DEBUG("routing (%s): %d rounds, target floor %.6f: %.6f s per layer "
                   "(%.6f if every level overlapped)",
                   se->mode == NSP_ROUTE_NESTED ? "nested" : "disjoint", trial,
@@ -512,7 +513,7 @@ static nsp_status_t polish_best(nest_state_t *st, const nest_saved_t *best,
     if (se->mode == NSP_ROUTE_NESTED) {
         NSP_CHECK(nsp_nest_fix_lonely_ranks(st));
     }
-    after = nsp_nest_state_exact(st, se->levels, se->buf);
+    after = nsp_nest_state_exact(st);
     NSP_DEBUG("routing: local moves: %ld trials, %.6f -> %.6f s per layer (exact %.6f -> "
               "%.6f) in %.3f ms", trials0 - st->trials, step0, nsp_nest_state_step(st), best->step,
               after, (nsp_wtime() - t0) * 1e3);
@@ -538,9 +539,7 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
               se.work / cost->cluster.ranks, se.alone, se.r_keep);
     best.loc  = malloc(sizeof(int) * n);
     best.rc   = malloc(sizeof(int) * n);
-    se.levels = malloc(sizeof(int) * (size_t)cost->cluster.ranks);
-    se.buf    = malloc(sizeof(double) * 3 * (size_t)cost->cluster.ranks);
-    if (best.loc == NULL || best.rc == NULL || se.levels == NULL || se.buf == NULL) {
+    if (best.loc == NULL || best.rc == NULL) {
         status = nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate %d sequences",
                            in->nseqs);
         goto out_free;
@@ -551,7 +550,7 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
      * levels is then a candidate too (its groups are tree nodes), so the tree
      * never loses to one of its levels. Cheap at this size. */
     if (mode == NSP_ROUTE_NESTED && se.coarse) {
-        NSP_CHECK_GOTO(static_candidate(&st, &best, se.levels, se.buf), status, out_free);
+        NSP_CHECK_GOTO(static_candidate(&st, &best), status, out_free);
     }
     if (best.step >= NEST_INF) {
         status = nsp_error(NSP_ERR_INFEASIBLE, "%s planner: the batch does not fit in %d "
@@ -569,8 +568,6 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
 out_free:
     free(best.loc);
     free(best.rc);
-    free(se.levels);
-    free(se.buf);
     nsp_nest_state_free(&st);
     return status;
 }

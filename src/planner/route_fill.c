@@ -117,6 +117,29 @@ static double alone_time(const nest_state_t *st, int i, int l)
     return C + st->eta1 * K;
 }
 
+/* alone_time of the k-th sequence of the batch order at every level
+ * ([nl], kept in the state: it depends on neither the rounds nor the
+ * target, and every routing of the state asks for the same prefix). */
+static const double *alone_row(nest_state_t *st, int k)
+{
+    const int nl = st->sh.nl;
+
+    if (st->in->plain_search) {
+        const int i = st->in->order[k];
+        for (int l = 0; l < nl; ++l) {
+            st->alone[(size_t)k * nl + l] = alone_time(st, i, l);
+        }
+        return &st->alone[(size_t)k * nl];
+    }
+    for (; st->nalone <= k; ++st->nalone) {
+        const int i = st->in->order[st->nalone];
+        for (int l = 0; l < nl; ++l) {
+            st->alone[(size_t)st->nalone * nl + l] = alone_time(st, i, l);
+        }
+    }
+    return &st->alone[(size_t)k * nl];
+}
+
 /* Least area of sequence i: alone on one leaf, kept (rank-seconds per layer). */
 static double least_area(const nest_state_t *st, int i)
 {
@@ -199,12 +222,14 @@ static void consider_level(const nest_state_t *st, int i, int r, int l, double r
     }
 }
 
-/* Route one long sequence through the tree (phase 1). */
-static int route_long(nest_state_t *st, int i)
+/* Route the k-th sequence of the batch order, a long one, through the tree
+ * (phase 1). */
+static int route_long(nest_state_t *st, int k)
 {
+    const int     i = st->in->order[k];
     const double  s = (double)st->in->lens[i];
+    const double *alone = alone_row(st, k);
     nest_option_t best;
-    double        alone[NSP_PLANNER_MAX_LEVELS];
     int           l_mem = -1, l_min = 0;
     double        t_min = NEST_INF;
 
@@ -212,7 +237,6 @@ static int route_long(nest_state_t *st, int i)
     /* what does not depend on the round: the time alone at each level, the
      * fastest level and the first level whose memory holds it kept */
     for (int l = 0; l < st->sh.nl; ++l) {
-        alone[l] = alone_time(st, i, l);
         if (alone[l] < t_min) {
             t_min = alone[l];
             l_min = l;
@@ -338,43 +362,89 @@ static void heap_pop(leaf_heap_t *h)
     }
 }
 
-/* Set leaf j's key in mode m's tree: its L1 if it has the mode's need free,
- * else infinity (and it waits in the heap). Returns 0 on no memory. */
-static int leaf_key_set(nest_state_t *st, nest_round_t *rd, int j, int m)
+/* After leaf j's key in mode m changed: refresh the winners from its node
+ * upwards. Where a node keeps its winner and that is not j, nothing above
+ * changes (its key did not either). */
+static void leaf_tree_up(const nest_state_t *st, nest_round_t *rd, int m, int j)
 {
-    const double fr = leaf_free(st, rd, j, m);
-    double      *key = rd->key[m];
-    int          v = st->lsize + j;
+    const double *key = rd->lkey[m];
+    int          *win = rd->win[m];
 
-    if (fr >= *rd->need[m]) {
-        key[v] = rd->leaf1[j];
-    } else {
-        key[v] = NEST_INF;
-        if (!heap_push(&rd->wait[m], fr, j, rd->stamp[j])) {
-            return 0;
-        }
-    }
-    /* refresh the minima upwards; once a node keeps its value, so do all
-     * above it */
-    for (v /= 2; v >= 1; v /= 2) {
-        const double k = dmin(key[2 * v], key[2 * v + 1]);
-        if (key[v] == k) {
+    for (int v = (st->lsize + j) / 2; v >= 1; v /= 2) {
+        const int a = win[2 * v], b = win[2 * v + 1];
+        const int w = key[a] <= key[b] ? a : b;
+        if (win[v] == w && w != j) {
             break;
         }
-        key[v] = k;
+        win[v] = w;
     }
+}
+
+/* Leaf j's key in mode m: its L1 if it has the mode's need free, else
+ * infinity (and it waits in the heap). Returns 0 on no memory. */
+static int leaf_key(nest_state_t *st, nest_round_t *rd, int j, int m)
+{
+    const double fr = leaf_free(st, rd, j, m);
+
+    if (fr >= *rd->need[m]) {
+        rd->lkey[m][j] = rd->leaf1[j];
+        return 1;
+    }
+    rd->lkey[m][j] = NEST_INF;
+    return heap_push(&rd->wait[m], fr, j, rd->stamp[j]);
+}
+
+/* Set leaf j's key in mode m's tree. Returns 0 on no memory. */
+static int leaf_key_set(nest_state_t *st, nest_round_t *rd, int j, int m)
+{
+    if (!leaf_key(st, rd, j, m)) {
+        return 0;
+    }
+    leaf_tree_up(st, rd, m, j);
     return 1;
 }
 
-/* After a change of leaf j (its load, memory or flag). */
+/* Bring mode m's tree up to date with the leaves changed since it was last
+ * read (refresh: 0 when every leaf is about to be set anyway). Returns 0 on
+ * no memory. */
+static int leaf_flush(nest_state_t *st, nest_round_t *rd, int m, int refresh)
+{
+    int ok = 1;
+
+    for (int k = 0; k < rd->ndirty[m]; ++k) {
+        const int j = rd->dirty[m][k];
+        rd->is_dirty[m][j] = 0;
+        if (refresh && ok) {
+            ok = leaf_key_set(st, rd, j, m);
+        }
+    }
+    rd->ndirty[m] = 0;
+    return ok;
+}
+
+/* After a change of leaf j (its load, memory or flag): both trees take it
+ * when they are next queried (leaf_find; at once under plain_search).
+ * Returns 0 on no memory. */
 static int leaf_seg_set(nest_state_t *st, nest_round_t *rd, int j)
 {
+    int ok = 1;
+
     rd->stamp[j]++;
-    return leaf_key_set(st, rd, j, 0) && leaf_key_set(st, rd, j, 1);
+    for (int m = 0; m < 2; ++m) {
+        if (!rd->is_dirty[m][j]) {
+            rd->is_dirty[m][j] = 1;
+            rd->dirty[m][rd->ndirty[m]++] = j;
+        }
+        if (st->in->plain_search) {
+            ok &= leaf_flush(st, rd, m, 1);
+        }
+    }
+    return ok;
 }
 
 /* Absolute leaf values from the tree (top-down sums), and the two trees with
- * every leaf admitted (the first need is set by the first query). */
+ * every leaf admitted (the first need is set by the first query), built
+ * bottom-up. */
 static int leaf_phase_init(nest_state_t *st, nest_round_t *rd)
 {
     const nest_shape_t *sh = &st->sh;
@@ -390,17 +460,23 @@ static int leaf_phase_init(nest_state_t *st, nest_round_t *rd)
         rd->leaf1[j] = l1;
         rd->leaf2[j] = l2;
         rd->leafm[j] = m;
+        rd->stamp[j]++;
     }
     for (int m = 0; m < 2; ++m) {
         *rd->need[m] = -NEST_INF;
         rd->wait[m].n = 0;
-        for (int v = 1; v < 2 * st->lsize; ++v) {
-            rd->key[m][v] = NEST_INF;
-        }
+        (void)leaf_flush(st, rd, m, 0);
     }
-    for (int j = 0; j < sh->ng[0]; ++j) {
-        if (!leaf_seg_set(st, rd, j)) {
-            return 0;
+    for (int m = 0; m < 2; ++m) {
+        double *key = rd->lkey[m];
+        int    *win = rd->win[m];
+        for (int j = 0; j < st->lsize; ++j) {
+            key[j] = j < sh->ng[0] ? rd->leaf1[j] : NEST_INF;
+            win[st->lsize + j] = j;
+        }
+        for (int v = st->lsize - 1; v >= 1; --v) {
+            const int a = win[2 * v], b = win[2 * v + 1];
+            win[v] = key[a] <= key[b] ? a : b;
         }
     }
     return 1;
@@ -411,11 +487,13 @@ static int leaf_phase_init(nest_state_t *st, nest_round_t *rd)
  * now fits come back. */
 static int leaf_find(nest_state_t *st, nest_round_t *rd, double need, int flip)
 {
-    const int    m = flip ? 1 : 0;
-    leaf_heap_t *h = &rd->wait[m];
-    double      *key = rd->key[m];
-    int          v;
+    const int     m = flip ? 1 : 0;
+    leaf_heap_t  *h = &rd->wait[m];
+    const double *key = rd->lkey[m];
 
+    if (!leaf_flush(st, rd, m, need <= *rd->need[m])) {
+        return -1;
+    }
     if (need > *rd->need[m]) {
         /* a larger need than before (first query): re-check every leaf */
         *rd->need[m] = need;
@@ -430,19 +508,16 @@ static int leaf_find(nest_state_t *st, nest_round_t *rd, double need, int flip)
     while (h->n > 0 && h->free[0] >= need) {
         const int j = h->leaf[0], t = h->stamp[0];
         heap_pop(h);
-        if (t == rd->stamp[j] && key[st->lsize + j] >= NEST_INF) {
+        if (t == rd->stamp[j] && key[j] >= NEST_INF) {
             (void)leaf_key_set(st, rd, j, m);   /* fits now: back in the tree */
         }
     }
     for (;;) {
         int j;
-        if (key[1] >= NEST_INF) {
+        j = rd->win[m][1];
+        if (key[j] >= NEST_INF) {
             return -1;
         }
-        for (v = 1; v < st->lsize;) {
-            v = key[2 * v] <= key[2 * v + 1] ? 2 * v : 2 * v + 1;
-        }
-        j = v - st->lsize;
         if (leaf_free(st, rd, j, m) >= need) {
             return j;
         }
@@ -544,12 +619,7 @@ static int route_short(nest_state_t *st, int i, double *rmax)
 void nsp_nest_state_clear(nest_state_t *st)
 {
     for (int r = 0; r < st->R; ++r) {
-        nest_round_t *rd = &st->round[r];
-        for (int n = 0; n < st->sh.nnodes; ++n) {
-            memset(&rd->node[n], 0, sizeof(rd->node[n]));
-            rd->node[n].head = -1;
-        }
-        nsp_nest_round_rebuild(st, rd);
+        nsp_nest_round_clear(st, &st->round[r]);
     }
     for (int i = 0; i < st->in->nseqs; ++i) {
         st->loc[i] = st->next[i] = st->prev[i] = -1;
@@ -610,7 +680,7 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
         for (k = 0; k < in->nseqs; ++k) {
             const int    i = in->order[k];
             const double s = (double)in->lens[i];
-            if (alone_time(st, i, 0) <= NEST_LONG_TIME_SHARE * st->target &&
+            if (alone_row(st, k)[0] <= NEST_LONG_TIME_SHARE * st->target &&
                 s / st->sh.deg[0] * st->a_keep <= NEST_LONG_MEM_SHARE * cap) {
                 break;
             }
@@ -624,7 +694,7 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
     st->cap = cap - reserve;
     for (k = 0; k < split; ++k) {
         const int i = in->order[k];
-        if (!route_long(st, i)) {
+        if (!route_long(st, k)) {
             NSP_DEBUG("routing: %d rounds: no place for sequence %d (%lld tokens) in the tree",
                       R, i, (long long)in->lens[i]);
             st->cap = cap;
@@ -663,7 +733,8 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
         }
     }
     for (int r = 0; r < R; ++r) {
-        nsp_nest_round_rebuild(st, &st->round[r]);
+        /* every add is current (recomputed under plain_search) */
+        nsp_nest_round_rebuild(st, &st->round[r], st->in->plain_search);
     }
     return 1;
 }
@@ -687,17 +758,17 @@ static void count_levels(const nest_state_t *st, const nest_round_t *rd, int *le
 }
 
 /* Exact per-layer time of round r with the pipelining rule of the final plan
- * (a group overlaps only if each of its ranks holds another level). */
-static double round_exact(const nest_state_t *st, const nest_round_t *rd, int *levels,
-                          double *C, double *Kp, double *Ks)
+ * (a group overlaps only if each of its ranks holds another level); fills
+ * st->xlev (nonempty groups holding each rank). */
+static double round_exact(const nest_state_t *st, const nest_round_t *rd)
 {
     const nest_shape_t *sh = &st->sh;
+    int                *levels = st->xlev;
+    double             *C = st->xterm, *Kp = C + sh->ranks, *Ks = Kp + sh->ranks;
     double              worst = 0.0;
 
     count_levels(st, rd, levels);
-    memset(C, 0, sizeof(double) * (size_t)sh->ranks);
-    memset(Kp, 0, sizeof(double) * (size_t)sh->ranks);
-    memset(Ks, 0, sizeof(double) * (size_t)sh->ranks);
+    memset(st->xterm, 0, sizeof(double) * 3 * (size_t)sh->ranks);
     for (int n = 0; n < sh->nnodes; ++n) {
         const nest_node_t *nd = &rd->node[n];
         const int          l  = sh->level[n], r0 = (n - sh->off[l]) * sh->deg[l];
@@ -741,16 +812,27 @@ typedef struct donor {
 
 /* Exact per-layer step of the state (pipelining only where each rank of a
  * group holds another level): the number the final plan will show. */
-double nsp_nest_state_exact(const nest_state_t *st, int *levels, double *buf)
+double nsp_nest_state_exact(const nest_state_t *st)
 {
-    const int n = st->sh.ranks;
-    double    step = 0.0;
+    double step = 0.0;
 
     for (int r = 0; r < st->R; ++r) {
-        step += nest_round_term(st, round_exact(st, &st->round[r], levels, buf, buf + n,
-                                                buf + 2 * n));
+        step += nest_round_term(st, round_exact(st, &st->round[r]));
     }
     return step;
+}
+
+/* Does a rank of round rd hold a single level that is not its leaf (fills
+ * st->xlev)? */
+static int round_has_lonely(const nest_state_t *st, const nest_round_t *rd)
+{
+    count_levels(st, rd, st->xlev);
+    for (int g = 0; g < st->sh.ranks; ++g) {
+        if (st->xlev[g] == 1 && rd->node[st->sh.off[0] + g].nseq == 0) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* Give every rank that holds only an exchanging level one short leaf sequence
@@ -761,14 +843,12 @@ nsp_status_t nsp_nest_fix_lonely_ranks(nest_state_t *st)
 {
     const nest_shape_t *sh = &st->sh;
     const size_t        n  = (size_t)(st->in->nseqs > 0 ? st->in->nseqs : 1);
-    int                *levels = malloc(sizeof(int) * (size_t)sh->ranks);
     int                *left   = malloc(sizeof(int) * (size_t)sh->ng[0]);
-    double             *buf    = malloc(sizeof(double) * 3 * (size_t)sh->ranks);
     int                *moved  = malloc(sizeof(int) * 2 * (size_t)sh->ranks);
     donor_t            *donors = malloc(sizeof(donor_t) * n);
     nsp_status_t        status = NSP_OK;
 
-    if (levels == NULL || left == NULL || buf == NULL || moved == NULL || donors == NULL) {
+    if (left == NULL || moved == NULL || donors == NULL) {
         status = nsp_error(NSP_ERR_NO_MEMORY, "nested planner: cannot allocate scratch for "
                            "%d ranks", sh->ranks);
         goto out_free;
@@ -778,9 +858,13 @@ nsp_status_t nsp_nest_fix_lonely_ranks(nest_state_t *st)
     }
     for (int r = 0; r < st->R; ++r) {
         nest_round_t *rd = &st->round[r];
-        const double  before = round_exact(st, rd, levels, buf, buf + sh->ranks,
-                                           buf + 2 * sh->ranks);
         int           nmoved = 0, ndonors = 0, next_donor = 0;
+        double        before;
+
+        if (!round_has_lonely(st, rd) && !st->in->plain_search) {
+            continue;   /* no rank to give a sequence: nothing would move */
+        }
+        before = round_exact(st, rd);
 
         for (int j = 0; j < sh->ng[0]; ++j) {
             left[j] = rd->node[sh->off[0] + j].nseq;
@@ -799,7 +883,7 @@ nsp_status_t nsp_nest_fix_lonely_ranks(nest_state_t *st)
         }
         for (int g = 0; g < sh->ranks && next_donor < ndonors; ++g) {
             const int dst = sh->off[0] + g;
-            if (levels[g] != 1 || rd->node[dst].nseq > 0) {
+            if (st->xlev[g] != 1 || rd->node[dst].nseq > 0) {
                 continue;   /* not lonely, or its single level is the leaf itself */
             }
             while (next_donor < ndonors && left[donors[next_donor].leaf] < 2) {
@@ -827,8 +911,7 @@ nsp_status_t nsp_nest_fix_lonely_ranks(nest_state_t *st)
             }
         }
         if (nmoved > 0) {
-            const double after = round_exact(st, rd, levels, buf, buf + sh->ranks,
-                                             buf + 2 * sh->ranks);
+            const double after = round_exact(st, rd);
             if (after >= before) {
                 for (int k = nmoved - 1; k >= 0; --k) {
                     const int i = moved[2 * k];
@@ -844,8 +927,6 @@ nsp_status_t nsp_nest_fix_lonely_ranks(nest_state_t *st)
 out_free:
     free(donors);
     free(moved);
-    free(buf);
     free(left);
-    free(levels);
     return status;
 }

@@ -96,6 +96,10 @@ typedef struct nest_shape {
     int    *roots;        /* [nroots] root node ids by rank */
     int    *vslot;        /* [nnodes] leaf index in the virtual tree, -1 if not a root */
     int     vsize;        /* power of two >= nroots */
+    int    *moff;         /* [nnodes] first entry of node n in a round's mm1 / mmm: a node
+                             of level l has the entries of the levels 0..l (above its own
+                             level there is nothing below it) */
+    size_t  mtotal;       /* entries of mm1 (and of mmm) per round */
 } nest_shape_t;
 
 /* One group of one round. Sums are over its sequences, for the whole
@@ -123,8 +127,9 @@ typedef struct leaf_heap {
 
 typedef struct nest_round {
     nest_node_t *node;   /* [nnodes] */
-    double      *mm1;    /* [nnodes * nl]: min over level-l' groups below of max L1 */
-    double      *mmm;    /* [nnodes * nl]: min over level-l' groups below of max memory */
+    double      *mm1;    /* [mtotal]: at moff[n] + l' (l' <= level of n) the min over the
+                            level-l' groups below of max L1 */
+    double      *mmm;    /* [mtotal]: the same for max memory */
     double      *v1, *v2, *vm;   /* [2 * vsize] virtual tree over the roots: max aggs */
     double      *vmm1, *vmmm;    /* [2 * vsize * nl] and the min-max per level */
     /* leaf phase: a segment tree over the level-0 groups */
@@ -133,12 +138,22 @@ typedef struct nest_round {
      * tree over the leaves of their L1, counting only leaves with at least
      * the mode's current need free (needs only fall: sequences come longest
      * first), and a max-heap of the other leaves by free memory, re-admitted
-     * when the need falls to them. The descent then finds exactly the least
-     * loaded leaf with room. */
-    double      *key[2];      /* [2 * lsize] */
+     * when the need falls to them. The query then finds exactly the least
+     * loaded leaf with room at the root. */
+    double      *lkey[2];     /* [lsize] per leaf: its L1 if it has the mode's need
+                                 free, else NEST_INF (also for the padding leaves) */
+    int         *win[2];      /* [2 * lsize] the leaf of the least key below tree node v
+                                 (the leftmost on ties; node v's children are 2v and
+                                 2v + 1, leaf j is node lsize + j and win = j there) */
     double      *need[2];     /* current need of each mode */
     leaf_heap_t  wait[2];
     int         *stamp;       /* [ng0] bumped on every change of a leaf */
+    /* Leaves changed since mode m's tree was last read: the tree takes them
+     * at its next query (a tree is a function of its leaves' keys, so the
+     * order of the updates does not matter). */
+    int         *dirty[2];    /* [ng0] leaf indices */
+    int          ndirty[2];
+    unsigned char *is_dirty[2]; /* [ng0] 1 if the leaf is in dirty[m] */
 } nest_round_t;
 
 typedef struct nest_state {
@@ -163,6 +178,10 @@ typedef struct nest_state {
     int                       *loc;      /* [nseqs] round * nnodes + node, -1 if unplaced */
     int                       *next, *prev;  /* [nseqs] links inside a group */
     double                    *comp1;    /* [nseqs] comp(s, 1) */
+    double                    *alone;    /* [nseqs * nl]: row k, the k-th sequence of the
+                                            batch order alone at each level (per-rank L1,
+                                            kept), for k < nalone */
+    int                        nalone;
     double                     target;   /* (area placed + work left) / (N * R): the
                                             balanced round time, raised as comm and
                                             recomputation add area */
@@ -170,6 +189,9 @@ typedef struct nest_state {
     double                     a_placed; /* rank-seconds per layer placed so far */
     double                     w_left;   /* least rank-seconds of the sequences left */
     long                       trials;   /* local-search trials left */
+    int                       *xlev;     /* [ranks] scratch of the exact evaluation: the
+                                            nonempty groups holding each rank */
+    double                    *xterm;    /* [3 * ranks] its per-rank C, Kp, Ks */
 } nest_state_t;
 
 /* What a round whose slowest rank takes m adds to the step, per layer: m and
@@ -212,8 +234,11 @@ double nsp_nest_mem_per_token(const nest_state_t *st, int l, int rc);
 void nsp_nest_node_adds(const nest_state_t *st, int l, nest_node_t *nd);
 /** Refresh the aggregates on the path from node n to its root. */
 void nsp_nest_propagate(const nest_state_t *st, nest_round_t *rd, int n);
-/** Rebuild every aggregate of a round bottom-up. */
-void nsp_nest_round_rebuild(const nest_state_t *st, nest_round_t *rd);
+/** Rebuild every aggregate of a round bottom-up from the nodes' adds; the
+ *  adds from the nodes' sums first if with_adds. */
+void nsp_nest_round_rebuild(const nest_state_t *st, nest_round_t *rd, int with_adds);
+/** Empty round rd (the values a rebuild of empty groups gives). */
+void nsp_nest_round_clear(const nest_state_t *st, nest_round_t *rd);
 /** The round's slowest rank, per layer (0 if empty). */
 double nsp_nest_round_max(const nest_state_t *st, const nest_round_t *rd);
 /** Absolute L1, L2 and memory maxima over the ranks of node n. */
@@ -224,8 +249,11 @@ void nsp_nest_node_abs(const nest_state_t *st, const nest_round_t *rd, int n,
 int nsp_nest_find_group(const nest_state_t *st, const nest_round_t *rd, int l, double need);
 /** Add (sign 1) or remove (-1) sequence i's sums at node nd of level l. */
 void nsp_nest_node_account(const nest_state_t *st, nest_node_t *nd, int l, int i, int sign);
+/** Put sequence i into node n of round r with flag rc: its sums, links and
+ *  location only (the adds and aggregates wait for a rebuild). */
+void nsp_nest_place_sums(nest_state_t *st, int i, int r, int n, int rc);
 /** Put sequence i into node n of round r, recomputed if rc; refresh the
- *  path if do_propagate. */
+ *  path if do_propagate, else the node's adds only. */
 void nsp_nest_place(nest_state_t *st, int i, int r, int n, int rc, int do_propagate);
 /** Take sequence i out of its node (the path is refreshed). */
 void nsp_nest_unplace(nest_state_t *st, int i);
@@ -257,8 +285,8 @@ double nsp_nest_state_step(const nest_state_t *st);
 /** Route the whole batch in R rounds; 0 if some sequence found no place. */
 int nsp_nest_route_all(nest_state_t *st, int R, double work);
 /** Exact per-layer step (pipelined only where each rank holds another
- *  level), round fixed costs included; levels [ranks], buf [3 ranks] scratch. */
-double nsp_nest_state_exact(const nest_state_t *st, int *levels, double *buf);
+ *  level), round fixed costs included (scratch: st->xlev, st->xterm). */
+double nsp_nest_state_exact(const nest_state_t *st);
 /** Local moves (route.c): move sequences off each round's slowest rank to
  *  the place that lowers the step (round fixed costs included on both
  *  sides) most, while it drops and st->trials lasts; every accepted move

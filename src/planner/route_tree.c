@@ -23,6 +23,7 @@ void nsp_nest_shape_free(nest_shape_t *sh)
     free(sh->nchild);
     free(sh->roots);
     free(sh->vslot);
+    free(sh->moff);
     memset(sh, 0, sizeof(*sh));
 }
 
@@ -80,9 +81,10 @@ nsp_status_t nsp_nest_shape_init(nest_shape_t *sh, const nsp_planner_input_t *in
     sh->first_child = malloc(sizeof(int) * (size_t)n);
     sh->nchild      = malloc(sizeof(int) * (size_t)n);
     sh->vslot       = malloc(sizeof(int) * (size_t)n);
+    sh->moff        = malloc(sizeof(int) * (size_t)n);
     keys            = malloc(sizeof(*keys) * (size_t)n);
     if (sh->level == NULL || sh->parent == NULL || sh->first_child == NULL ||
-        sh->nchild == NULL || sh->vslot == NULL || keys == NULL) {
+        sh->nchild == NULL || sh->vslot == NULL || sh->moff == NULL || keys == NULL) {
         free(keys);
         nsp_nest_shape_free(sh);
         return nsp_error(NSP_ERR_NO_MEMORY, "nested planner: cannot allocate a tree of %d "
@@ -93,6 +95,8 @@ nsp_status_t nsp_nest_shape_init(nest_shape_t *sh, const nsp_planner_input_t *in
             const int id = sh->off[l] + j;
             sh->level[id] = l;
             sh->vslot[id] = -1;
+            sh->moff[id]  = (int)sh->mtotal;
+            sh->mtotal   += (size_t)l + 1;
             if (l > 0) {
                 const int ratio = sh->deg[l] / sh->deg[l - 1];
                 sh->first_child[id] = sh->off[l - 1] + j * ratio;
@@ -151,7 +155,10 @@ void nsp_nest_round_free(nest_round_t *rd)
     free(rd->leaf2);
     free(rd->leafm);
     for (int m = 0; m < 2; ++m) {
-        free(rd->key[m]);
+        free(rd->lkey[m]);
+        free(rd->win[m]);
+        free(rd->dirty[m]);
+        free(rd->is_dirty[m]);
         free(rd->need[m]);
         free(rd->wait[m].free);
         free(rd->wait[m].leaf);
@@ -166,10 +173,11 @@ nsp_status_t nsp_nest_round_alloc(nest_state_t *st, nest_round_t *rd)
     const nest_shape_t *sh = &st->sh;
     const size_t        nn = (size_t)sh->nnodes, nl = (size_t)sh->nl;
     const size_t        vv = 2 * (size_t)sh->vsize, ls = 2 * (size_t)st->lsize;
+    int                 ok = 1;
 
     rd->node  = calloc(nn, sizeof(*rd->node));
-    rd->mm1   = malloc(sizeof(double) * nn * nl);
-    rd->mmm   = malloc(sizeof(double) * nn * nl);
+    rd->mm1   = malloc(sizeof(double) * sh->mtotal);
+    rd->mmm   = malloc(sizeof(double) * sh->mtotal);
     rd->v1    = malloc(sizeof(double) * vv);
     rd->v2    = malloc(sizeof(double) * vv);
     rd->vm    = malloc(sizeof(double) * vv);
@@ -179,14 +187,18 @@ nsp_status_t nsp_nest_round_alloc(nest_state_t *st, nest_round_t *rd)
     rd->leaf2 = malloc(sizeof(double) * (size_t)sh->ng[0]);
     rd->leafm = malloc(sizeof(double) * (size_t)sh->ng[0]);
     for (int m = 0; m < 2; ++m) {
-        rd->key[m]  = malloc(sizeof(double) * ls);
-        rd->need[m] = malloc(sizeof(double));
+        rd->lkey[m]     = malloc(sizeof(double) * (size_t)st->lsize);
+        rd->win[m]      = malloc(sizeof(int) * ls);
+        ok &= rd->lkey[m] != NULL && rd->win[m] != NULL;
+        rd->dirty[m]    = malloc(sizeof(int) * (size_t)sh->ng[0]);
+        rd->is_dirty[m] = calloc((size_t)sh->ng[0], 1);
+        rd->need[m]     = malloc(sizeof(double));
+        ok &= rd->dirty[m] != NULL && rd->is_dirty[m] != NULL && rd->need[m] != NULL;
     }
     rd->stamp = calloc((size_t)sh->ng[0], sizeof(int));
-    if (rd->node == NULL || rd->mm1 == NULL || rd->mmm == NULL || rd->v1 == NULL ||
+    if (!ok || rd->node == NULL || rd->mm1 == NULL || rd->mmm == NULL || rd->v1 == NULL ||
         rd->v2 == NULL || rd->vm == NULL || rd->vmm1 == NULL || rd->vmmm == NULL ||
-        rd->leaf1 == NULL || rd->leaf2 == NULL || rd->leafm == NULL || rd->key[0] == NULL ||
-        rd->key[1] == NULL || rd->need[0] == NULL || rd->need[1] == NULL || rd->stamp == NULL) {
+        rd->leaf1 == NULL || rd->leaf2 == NULL || rd->leafm == NULL || rd->stamp == NULL) {
         nsp_nest_round_free(rd);
         return nsp_error(NSP_ERR_NO_MEMORY, "nested planner: cannot allocate a round of %d "
                          "groups", sh->nnodes);
@@ -229,17 +241,15 @@ void nsp_nest_node_adds(const nest_state_t *st, int l, nest_node_t *nd)
 }
 
 /* Recompute a node's aggregates from its adds and its children; its adds
- * too if with_adds (its sums changed), and the levels above its own
- * (always infinite) if full. Per lower level l': the minimum over the
- * children, then plus the node's own add (in that order: the values are
+ * too if with_adds (its sums changed). Per lower level l': the minimum over
+ * the children, then plus the node's own add (in that order: the values are
  * those of a minimum taken child by child from infinity). */
-static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int with_adds,
-                           int full)
+static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int with_adds)
 {
     const nest_shape_t *sh = &st->sh;
-    const int           l  = sh->level[n], nl = sh->nl;
+    const int           l  = sh->level[n];
     nest_node_t        *nd = &rd->node[n];
-    double             *m1 = &rd->mm1[(size_t)n * nl], *mm = &rd->mmm[(size_t)n * nl];
+    double             *m1 = &rd->mm1[sh->moff[n]], *mm = &rd->mmm[sh->moff[n]];
 
     if (with_adds) {
         nsp_nest_node_adds(st, l, nd);
@@ -258,7 +268,9 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int 
             a1 = dmax(a1, cd->agg1);
             a2 = dmax(a2, cd->agg2);
             am = dmax(am, cd->aggm);
-            nd->occ += cd->occ + (cd->nseq > 0);
+        }
+        for (int c = c0; st->mode == NSP_ROUTE_DISJOINT && c < c0 + nc; ++c) {
+            nd->occ += rd->node[c].occ + (rd->node[c].nseq > 0);   /* read in disjoint mode only */
         }
         nd->agg1 = nd->add1 + a1;
         nd->agg2 = nd->add2 + a2;
@@ -268,8 +280,8 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int 
                 m1[lp] = mm[lp] = NEST_INF;   /* used: nothing below may open */
             }
         } else if (nc == 2) {   /* the usual binary tree: the same minima, unrolled */
-            const double *a1m = &rd->mm1[(size_t)c0 * nl], *b1m = a1m + nl;
-            const double *amm = &rd->mmm[(size_t)c0 * nl], *bmm = amm + nl;
+            const double *a1m = &rd->mm1[sh->moff[c0]], *b1m = &rd->mm1[sh->moff[c0 + 1]];
+            const double *amm = &rd->mmm[sh->moff[c0]], *bmm = &rd->mmm[sh->moff[c0 + 1]];
             for (int lp = 0; lp < l; ++lp) {
                 m1[lp] = dmin(a1m[lp], b1m[lp]) + nd->add1;
                 mm[lp] = dmin(amm[lp], bmm[lp]) + nd->addm;
@@ -278,8 +290,8 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int 
             for (int lp = 0; lp < l; ++lp) {
                 double v1 = NEST_INF, vm = NEST_INF;
                 for (int c = c0; c < c0 + nc; ++c) {
-                    v1 = dmin(v1, rd->mm1[(size_t)c * nl + lp]);
-                    vm = dmin(vm, rd->mmm[(size_t)c * nl + lp]);
+                    v1 = dmin(v1, rd->mm1[sh->moff[c] + lp]);
+                    vm = dmin(vm, rd->mmm[sh->moff[c] + lp]);
                 }
                 m1[lp] = v1 + nd->add1;
                 mm[lp] = vm + nd->addm;
@@ -292,12 +304,6 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int 
         m1[l] = nd->agg1;
         mm[l] = nd->aggm;
     }
-    if (full) {
-        for (int lp = l + 1; lp < nl; ++lp) {
-            m1[lp] = NEST_INF;
-            mm[lp] = NEST_INF;
-        }
-    }
 }
 
 /* Virtual tree: leaf k is root k; padding leaves hold nothing. */
@@ -308,12 +314,16 @@ static void vleaf_set(const nest_state_t *st, nest_round_t *rd, int k)
 
     if (k < st->sh.nroots) {
         const int          n  = st->sh.roots[k];
+        const int          lr = st->sh.level[n];
         const nest_node_t *nd = &rd->node[n];
         rd->v1[v] = nd->agg1;
         rd->v2[v] = nd->agg2;
         rd->vm[v] = nd->aggm;
-        memcpy(vm1, &rd->mm1[(size_t)n * nl], sizeof(double) * (size_t)nl);
-        memcpy(vmm, &rd->mmm[(size_t)n * nl], sizeof(double) * (size_t)nl);
+        memcpy(vm1, &rd->mm1[st->sh.moff[n]], sizeof(double) * (size_t)(lr + 1));
+        memcpy(vmm, &rd->mmm[st->sh.moff[n]], sizeof(double) * (size_t)(lr + 1));
+        for (int l = lr + 1; l < nl; ++l) {
+            vm1[l] = vmm[l] = NEST_INF;   /* nothing of a higher level below a root */
+        }
     } else {
         rd->v1[v] = rd->v2[v] = rd->vm[v] = -NEST_INF;
         for (int l = 0; l < nl; ++l) {
@@ -335,35 +345,145 @@ static void vnode_aggregate(const nest_state_t *st, nest_round_t *rd, int v)
     }
 }
 
-/* After a change of node n: refresh it, its ancestors and the virtual path. */
-void nsp_nest_propagate(const nest_state_t *st, nest_round_t *rd, int n)
+/* Minimum over the children c0.. c0+nc-1 of their entry e of arr (mm1 or
+ * mmm): the values node_aggregate takes. */
+static double child_min(const nest_shape_t *sh, const double *arr, int c0, int nc, int e)
 {
-    int root = n, v;
+    double v = NEST_INF;
 
-    /* only node n's sums changed: its ancestors keep their adds */
-    for (int p = n; p >= 0; p = st->sh.parent[p]) {
-        node_aggregate(st, rd, p, p == n, 0);
-        root = p;
+    if (nc == 2) {
+        return dmin(arr[sh->moff[c0] + e], arr[sh->moff[c0 + 1] + e]);
     }
-    v = st->sh.vslot[root];
-    vleaf_set(st, rd, v);
-    for (v = (st->sh.vsize + v) / 2; v >= 1; v /= 2) {
+    for (int c = c0; c < c0 + nc; ++c) {
+        v = dmin(v, arr[sh->moff[c] + e]);
+    }
+    return v;
+}
+
+/* Nested mode, ancestor p of a changed node whose entries chg[0..level(p)-1]
+ * may have changed (the others did not): its maxima from its children and
+ * those entries and its own level's, as node_aggregate computes them; chg
+ * becomes what changed at p. Returns 0 if nothing of p changed. */
+static int ancestor_update(const nest_state_t *st, nest_round_t *rd, int p, unsigned char *chg)
+{
+    const nest_shape_t *sh = &st->sh;
+    const int           l = sh->level[p], c0 = sh->first_child[p], nc = sh->nchild[p];
+    nest_node_t        *nd = &rd->node[p];
+    double             *m1 = &rd->mm1[sh->moff[p]], *mm = &rd->mmm[sh->moff[p]];
+    double              a1 = -NEST_INF, a2 = -NEST_INF, am = -NEST_INF;
+    int                 any = 0;
+
+    for (int c = c0; c < c0 + nc; ++c) {
+        a1 = dmax(a1, rd->node[c].agg1);
+        a2 = dmax(a2, rd->node[c].agg2);
+        am = dmax(am, rd->node[c].aggm);
+    }
+    any = nd->agg1 != nd->add1 + a1 || nd->agg2 != nd->add2 + a2 || nd->aggm != nd->addm + am;
+    nd->agg1 = nd->add1 + a1;
+    nd->agg2 = nd->add2 + a2;
+    nd->aggm = nd->addm + am;
+    for (int e = 0; e < l; ++e) {
+        if (chg[e]) {
+            const double v1 = child_min(sh, rd->mm1, c0, nc, e) + nd->add1;
+            const double vm = child_min(sh, rd->mmm, c0, nc, e) + nd->addm;
+            chg[e] = v1 != m1[e] || vm != mm[e];
+            m1[e]  = v1;
+            mm[e]  = vm;
+            any |= chg[e];
+        }
+    }
+    chg[l] = m1[l] != nd->agg1 || mm[l] != nd->aggm;
+    m1[l]  = nd->agg1;
+    mm[l]  = nd->aggm;
+    return any | chg[l];
+}
+
+/* The virtual path above root slot k; stops where a node keeps its values. */
+static void vpath_update(const nest_state_t *st, nest_round_t *rd, int k)
+{
+    const int nl = st->sh.nl;
+
+    vleaf_set(st, rd, k);
+    for (int v = (st->sh.vsize + k) / 2; v >= 1; v /= 2) {
+        const double o1 = rd->v1[v], o2 = rd->v2[v], om = rd->vm[v];
+        double       old[2 * NSP_PLANNER_MAX_LEVELS];
+        memcpy(old, &rd->vmm1[(size_t)v * nl], sizeof(double) * (size_t)nl);
+        memcpy(old + nl, &rd->vmmm[(size_t)v * nl], sizeof(double) * (size_t)nl);
         vnode_aggregate(st, rd, v);
+        if (o1 == rd->v1[v] && o2 == rd->v2[v] && om == rd->vm[v] &&
+            memcmp(old, &rd->vmm1[(size_t)v * nl], sizeof(double) * (size_t)nl) == 0 &&
+            memcmp(old + nl, &rd->vmmm[(size_t)v * nl], sizeof(double) * (size_t)nl) == 0) {
+            return;   /* the same values: nothing above changes */
+        }
     }
 }
 
-/* Rebuild every aggregate of a round from the node sums: O(nodes * levels). */
-void nsp_nest_round_rebuild(const nest_state_t *st, nest_round_t *rd)
+/* After a change of node n: refresh it, its ancestors and the virtual path.
+ * Nested mode: an ancestor recomputes only the entries that changed below
+ * it, and the walk stops at the first one that keeps all its values (what
+ * is above it is then unchanged too): the values of the full refresh. */
+void nsp_nest_propagate(const nest_state_t *st, nest_round_t *rd, int n)
 {
-    for (int n = 0; n < st->sh.nnodes; ++n) {   /* level 0 first: ids ascend by level */
-        node_aggregate(st, rd, n, 1, 1);
+    const nest_shape_t *sh = &st->sh;
+    unsigned char       chg[NSP_PLANNER_MAX_LEVELS];
+    int                 root = n;
+
+    if (st->mode != NSP_ROUTE_NESTED || st->in->plain_search) {
+        /* only node n's sums changed: its ancestors keep their adds */
+        for (int p = n; p >= 0; p = sh->parent[p]) {
+            node_aggregate(st, rd, p, p == n);
+            root = p;
+        }
+        vpath_update(st, rd, sh->vslot[root]);
+        return;
     }
+    memset(chg, 1, sizeof(chg));
+    node_aggregate(st, rd, n, 1);
+    for (int p = sh->parent[n]; p >= 0; p = sh->parent[p]) {
+        if (!ancestor_update(st, rd, p, chg)) {
+            return;
+        }
+        root = p;
+    }
+    vpath_update(st, rd, sh->vslot[root]);
+}
+
+static void vtree_rebuild(const nest_state_t *st, nest_round_t *rd)
+{
     for (int k = 0; k < st->sh.vsize; ++k) {
         vleaf_set(st, rd, k);
     }
     for (int v = st->sh.vsize - 1; v >= 1; --v) {
         vnode_aggregate(st, rd, v);
     }
+}
+
+/* Rebuild every aggregate of a round from the node adds (from the sums too
+ * if with_adds): O(mtotal). */
+void nsp_nest_round_rebuild(const nest_state_t *st, nest_round_t *rd, int with_adds)
+{
+    for (int n = 0; n < st->sh.nnodes; ++n) {   /* level 0 first: ids ascend by level */
+        node_aggregate(st, rd, n, with_adds);
+    }
+    vtree_rebuild(st, rd);
+}
+
+/* Empty a round: what nsp_nest_round_rebuild computes for empty groups
+ * (every add, aggregate and minimum is +0.0), without the pass (with it
+ * under plain_search). */
+void nsp_nest_round_clear(const nest_state_t *st, nest_round_t *rd)
+{
+    memset(rd->node, 0, sizeof(*rd->node) * (size_t)st->sh.nnodes);
+    for (int n = 0; n < st->sh.nnodes; ++n) {
+        rd->node[n].head = -1;
+    }
+    if (st->in->plain_search) {
+        nsp_nest_round_rebuild(st, rd, 1);
+        return;
+    }
+    memset(rd->mm1, 0, sizeof(double) * st->sh.mtotal);
+    memset(rd->mmm, 0, sizeof(double) * st->sh.mtotal);
+    vtree_rebuild(st, rd);
 }
 
 /* The round's slowest rank, per layer. */
@@ -422,7 +542,7 @@ int nsp_nest_find_group(const nest_state_t *st, const nest_round_t *rd, int l, d
         double    best1 = NEST_INF;
         acc_m += rd->node[n].addm;
         if (nc == 2) {   /* the usual binary tree: the loop below, unrolled */
-            const size_t ia = (size_t)c0 * nl + l, ib = ia + (size_t)nl;
+            const size_t ia = (size_t)sh->moff[c0] + l, ib = (size_t)sh->moff[c0 + 1] + l;
             if (rd->mmm[ia] + acc_m <= room && rd->mm1[ia] < best1) {
                 best1 = rd->mm1[ia];
                 best  = c0;
@@ -432,8 +552,8 @@ int nsp_nest_find_group(const nest_state_t *st, const nest_round_t *rd, int l, d
             }
         }
         for (int c = c0; nc != 2 && c < c0 + nc; ++c) {   /* least loaded child with room */
-            const double cm = rd->mmm[(size_t)c * nl + l] + acc_m;
-            const double c1 = rd->mm1[(size_t)c * nl + l];
+            const double cm = rd->mmm[sh->moff[c] + l] + acc_m;
+            const double c1 = rd->mm1[sh->moff[c] + l];
             if (cm <= room && c1 < best1) {
                 best1 = c1;
                 best  = c;
@@ -486,20 +606,27 @@ void nsp_nest_node_account(const nest_state_t *st, nest_node_t *nd, int l, int i
     }
 }
 
-/* Place sequence i in node n of round r with the group's flag set to rc. */
-void nsp_nest_place(nest_state_t *st, int i, int r, int n, int rc, int do_propagate)
+/* Sequence i into node n of round r, flag rc: sums, links, location. */
+void nsp_nest_place_sums(nest_state_t *st, int i, int r, int n, int rc)
 {
-    nest_round_t *rd = &st->round[r];
-    nest_node_t  *nd = &rd->node[n];
+    nest_node_t *nd = &st->round[r].node[n];
 
     nsp_nest_node_account(st, nd, st->sh.level[n], i, +1);
     nd->rc = rc;
     node_link(st, nd, i);
     st->loc[i] = r * st->sh.nnodes + n;
+}
+
+/* Place sequence i in node n of round r with the group's flag set to rc. */
+void nsp_nest_place(nest_state_t *st, int i, int r, int n, int rc, int do_propagate)
+{
+    nest_round_t *rd = &st->round[r];
+
+    nsp_nest_place_sums(st, i, r, n, rc);
     if (do_propagate) {
         nsp_nest_propagate(st, rd, n);
     } else {
-        nsp_nest_node_adds(st, st->sh.level[n], nd);
+        nsp_nest_node_adds(st, st->sh.level[n], &rd->node[n]);
     }
 }
 
@@ -529,6 +656,9 @@ void nsp_nest_state_free(nest_state_t *st)
     free(st->next);
     free(st->prev);
     free(st->comp1);
+    free(st->alone);
+    free(st->xlev);
+    free(st->xterm);
     nsp_nest_shape_free(&st->sh);
 }
 
@@ -558,8 +688,11 @@ nsp_status_t nsp_nest_state_init(nest_state_t *st, const nsp_planner_input_t *in
     st->next  = malloc(sizeof(int) * n);
     st->prev  = malloc(sizeof(int) * n);
     st->comp1 = malloc(sizeof(double) * n);
+    st->alone = malloc(sizeof(double) * (size_t)st->sh.nl * n);
+    st->xlev  = malloc(sizeof(int) * (size_t)st->sh.ranks);
+    st->xterm = malloc(sizeof(double) * 3 * (size_t)st->sh.ranks);
     if (st->round == NULL || st->loc == NULL || st->next == NULL || st->prev == NULL ||
-        st->comp1 == NULL) {
+        st->comp1 == NULL || st->alone == NULL || st->xlev == NULL || st->xterm == NULL) {
         nsp_nest_state_free(st);
         return nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate state for %d sequences",
                          in->nseqs);

@@ -1,8 +1,13 @@
 /*
  * The routing engine's exact shortcuts (src/planner/route.c and
  * route_fill.c: options whose lower bound cannot beat the best one so far
- * are not evaluated) against the straightforward search that evaluates
- * every option (nsp_planner_input_t.plain_search = 1).
+ * are not evaluated; aggregates refreshed incrementally along a path; the
+ * leaf phase's min trees brought up to date when queried; each sequence's
+ * time alone per level kept for the state's routings; empty rounds and
+ * restored states without recomputing what is current; rounds without a
+ * lonely rank not evaluated) against the straightforward search that
+ * evaluates every option and recomputes everything
+ * (nsp_planner_input_t.plain_search = 1).
  *
  * On random long-tailed batches (8..512 ranks, sequences up to 384K or 1M
  * tokens, with and without ring levels) the nested planner must give the

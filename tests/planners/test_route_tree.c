@@ -9,6 +9,12 @@
  *    ranks of max(L1, L2), with L1 = C + (1-eta) K and L2 = (1-eta) C + K
  *    summed over the groups holding the rank;
  *  - a group's absolute maxima (nsp_nest_node_abs) equal those of its ranks;
+ *  - every aggregate of the round (nodes, the per-level minima, the virtual
+ *    tree over the roots) equals bit for bit what a full rebuild of the
+ *    round from its sums gives (nsp_nest_round_rebuild): the incremental
+ *    refresh along a path, which recomputes only the entries that changed
+ *    below and stops where nothing changes, is the full computation; and an
+ *    emptied round (nsp_nest_round_clear) equals the rebuild of empty groups;
  *  - the least-loaded-group query (nsp_nest_find_group) returns a group of
  *    the level with the memory free on all its ranks, or -1 exactly when
  *    none has it; the least loaded group when that one has room, and the
@@ -129,8 +135,34 @@ static int check_find(const nest_state_t *st, const brute_t *b, int l, double ne
 }
 
 typedef struct counts {
-    int steps, max_ok, abs_ok, find_ok, find_exact, finds, found;
+    int steps, max_ok, abs_ok, find_ok, find_exact, finds, found, full_ok, clear_ok, clears;
 } counts_t;
+
+/* Does round 0 equal, bit for bit, a copy rebuilt from its nodes' sums? */
+static int same_as_rebuild(nest_state_t *st)
+{
+    const nest_round_t *rd = &st->round[0];
+    const size_t        vv = 2 * (size_t)st->sh.vsize, nl = (size_t)st->sh.nl;
+    nest_round_t        cp;
+    int                 same;
+
+    memset(&cp, 0, sizeof(cp));
+    if (nsp_nest_round_alloc(st, &cp) != NSP_OK) {
+        return 0;
+    }
+    memcpy(cp.node, rd->node, sizeof(*rd->node) * (size_t)st->sh.nnodes);
+    nsp_nest_round_rebuild(st, &cp, 1);
+    same = memcmp(cp.node, rd->node, sizeof(*rd->node) * (size_t)st->sh.nnodes) == 0 &&
+           memcmp(cp.mm1, rd->mm1, sizeof(double) * st->sh.mtotal) == 0 &&
+           memcmp(cp.mmm, rd->mmm, sizeof(double) * st->sh.mtotal) == 0 &&
+           memcmp(cp.v1 + 1, rd->v1 + 1, sizeof(double) * (vv - 1)) == 0 &&
+           memcmp(cp.v2 + 1, rd->v2 + 1, sizeof(double) * (vv - 1)) == 0 &&
+           memcmp(cp.vm + 1, rd->vm + 1, sizeof(double) * (vv - 1)) == 0 &&
+           memcmp(cp.vmm1 + nl, rd->vmm1 + nl, sizeof(double) * (vv - 1) * nl) == 0 &&
+           memcmp(cp.vmmm + nl, rd->vmmm + nl, sizeof(double) * (vv - 1) * nl) == 0;
+    nsp_nest_round_free(&cp);
+    return same;
+}
 
 static void check_state(const nest_state_t *st, uint64_t *rng, counts_t *c)
 {
@@ -149,6 +181,7 @@ static void check_state(const nest_state_t *st, uint64_t *rng, counts_t *c)
         ok &= close_to(a1, l1) && close_to(a2, l2) && close_to(am, m);
     }
     c->abs_ok += ok;
+    c->full_ok += same_as_rebuild((nest_state_t *)st);
     for (int q = 0; q < 3; ++q) {
         const int    l = (int)(pc_next(rng) % (uint64_t)st->sh.nl);
         const double need = pc_unit(rng) * st->cap * (q == 0 ? 1.0 : 0.2);
@@ -161,8 +194,9 @@ static void check_state(const nest_state_t *st, uint64_t *rng, counts_t *c)
     c->steps++;
 }
 
-/* Random placements and removals on a tree of `ranks` ranks, top degree `top`. */
-static void run_tree(int ranks, int top, uint64_t seed, counts_t *c)
+/* Random placements and removals on a tree of `ranks` ranks, top degree
+ * `top`, each degree `ratio` times the one below. */
+static void run_tree(int ranks, int top, int ratio, uint64_t seed, counts_t *c)
 {
     nsp_planner_input_t in;
     nest_state_t        st;
@@ -190,7 +224,7 @@ static void run_tree(int ranks, int top, uint64_t seed, counts_t *c)
     in.mem_cap = 2.0e11;   /* activations a rank holds: some groups fill up */
     in.max_rounds = 1;
     in.static_recompute = -1;
-    for (int d = 1; d <= top; d *= 2) {
+    for (int d = 1; d <= top; d *= ratio) {
         in.level_degrees[in.nlevels] = d;
         in.level_ring[in.nlevels++]  = 1;
     }
@@ -200,7 +234,9 @@ static void run_tree(int ranks, int top, uint64_t seed, counts_t *c)
     }
     st.R = 1;   /* the round in use (a routing pass sets it) */
     nsp_nest_state_clear(&st);
-    for (int k = 0; k < STEPS / 4; ++k) {
+    c->clear_ok += same_as_rebuild(&st);
+    c->clears++;
+    for (int k = 0; k < STEPS / 5; ++k) {
         const int i = (int)(pc_next(&rng) % NSEQS);
         if (st.loc[i] < 0) {
             const int l = (int)(pc_next(&rng) % (uint64_t)st.sh.nl);
@@ -211,6 +247,9 @@ static void run_tree(int ranks, int top, uint64_t seed, counts_t *c)
         }
         check_state(&st, &rng, c);
     }
+    nsp_nest_state_clear(&st);
+    c->clear_ok += same_as_rebuild(&st);
+    c->clears++;
     nsp_nest_state_free(&st);
 }
 
@@ -219,12 +258,13 @@ int main(void)
     counts_t c;
 
     memset(&c, 0, sizeof(c));
-    tap_plan(5);
-    run_tree(16, 16, 11, &c);   /* one tree: 1, 2, 4, 8, 16 */
-    run_tree(32, 8, 12, &c);    /* a forest of four trees of 8 */
-    run_tree(32, 32, 13, &c);   /* across nodes: degree 16 and 32 at B_inter */
-    run_tree(64, 16, 14, &c);
-    tap_ok(c.steps == STEPS / 4 * 4 && c.max_ok == c.steps,
+    tap_plan(7);
+    run_tree(16, 16, 2, 11, &c);   /* one tree: 1, 2, 4, 8, 16 */
+    run_tree(32, 8, 2, 12, &c);    /* a forest of four trees of 8 */
+    run_tree(32, 32, 2, 13, &c);   /* across nodes: degree 16 and 32 at B_inter */
+    run_tree(64, 16, 2, 14, &c);
+    run_tree(64, 64, 4, 15, &c);   /* 1, 4, 16, 64: four children per group */
+    tap_ok(c.steps == STEPS / 5 * 5 && c.max_ok == c.steps,
            "the round's slowest rank = the brute force after %d of %d changes", c.max_ok,
            c.steps);
     tap_ok(c.abs_ok == c.steps, "every group's L1, L2 and memory maxima = its ranks' (%d of %d)",
@@ -237,5 +277,9 @@ int main(void)
            c.find_exact, c.finds);
     tap_ok(c.found > c.finds / 4 && c.found < c.finds,
            "queries both found a group and found none (%d of %d found one)", c.found, c.finds);
+    tap_ok(c.full_ok == c.steps, "the incremental refresh = a full rebuild, bit for bit, after "
+           "%d of %d changes", c.full_ok, c.steps);
+    tap_ok(c.clears == 10 && c.clear_ok == c.clears, "an emptied round = the rebuild of empty "
+           "groups, bit for bit (%d of %d)", c.clear_ok, c.clears);
     return tap_done();
 }
