@@ -11,8 +11,11 @@
  *    an all-to-all of every group of the level at once, tiny (latency) and
  *    large (bandwidth: bytes a rank sends to its d-1 peers per second), the
  *    slowest rank of each repetition, median over repetitions; and each
- *    rank's process CPU in them, the exchange CPU per byte and per call
- *    (cpu_byte_*, cpu_call_*: mean over ranks, median over repetitions);
+ *    rank's process CPU in them (the bare exchange CPU, recorded);
+ *  - per level, the exchange CPU per byte and per call (cpu_byte_*,
+ *    cpu_call_*: mean over ranks, median over repetitions) through the
+ *    executor: the nested attention fwd + bwd of one-level plans, process
+ *    CPU less the kernel's thread CPU (packing, waits, progress thread);
  *  - the attention kernel in use (the reference kernel): fwd + bwd thread CPU
  *    time per sequence, every rank at once as in a step, the mean over ranks
  *    fitted to a*s + b*s^2 (R_attn = 7 n_q D / b); rank 0 alone and the
