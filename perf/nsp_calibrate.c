@@ -69,6 +69,7 @@
 #define CAL_GEMM_N     256 /* the GEMM's n */
 #define CAL_X_SMALL    64   /* tokens per group of the executor's small exchange */
 #define CAL_X_LARGE    2048 /* and of its large one (the demo's long sequences) */
+#define CAL_X_MANY     32   /* the large one again as this many sequences of 64 (recorded) */
 
 static const int64_t cal_lens[CAL_NLENS] = {64, 256, 1024, 2048};
 
@@ -101,6 +102,7 @@ typedef struct cal_rank {
      * one-level plan, fwd + bwd): process CPU beside the kernel's thread CPU,
      * for CAL_X_SMALL and CAL_X_LARGE tokens per group; the file's keys */
     double xcpu_small[CAL_MAX_LEVELS][CAL_MAX_REPS], xcpu_large[CAL_MAX_LEVELS][CAL_MAX_REPS];
+    double xcpu_many[CAL_MAX_LEVELS][CAL_MAX_REPS]; /* CAL_X_LARGE tokens as CAL_X_MANY seqs */
     uint64_t xbytes_small[CAL_MAX_LEVELS], xbytes_large[CAL_MAX_LEVELS]; /* sent, fwd + bwd */
     int    xcpu_ok[CAL_MAX_LEVELS]; /* 1: the level's degree shards the heads (measured) */
     double kernel_s[CALIB_MAX_LENS]; /* kernel fwd+bwd per length, every rank at once */
@@ -337,38 +339,41 @@ static void xrun_free(cal_xrun_t *x)
     memset(x, 0, sizeof(*x));
 }
 
-/* The plan of one level of degree d, s tokens per group; arrays [nranks]
- * caller-owned (the plan is only read by nsp_layout_create). */
-static void xplan_fill(const cal_opts_t *o, int nranks, int d, int64_t s, nsp_plan_t *p,
+/* The plan of one level of degree d, `per` sequences of s tokens per
+ * group; g [nranks / d], idx and lens [nranks / d * per] caller-owned (the
+ * plan is only read by nsp_layout_create). */
+static void xplan_fill(const cal_opts_t *o, int nranks, int d, int64_t s, int per, nsp_plan_t *p,
                        nsp_plan_round_t *rd, nsp_plan_group_t *g, int *idx, int64_t *lens)
 {
     memset(p, 0, sizeof(*p));
     snprintf(p->planner, sizeof(p->planner), "nested");
     calib_attn_model(o->q_heads, o->kv_heads, o->head_dim, &p->model);
     calib_placeholder_cluster(nranks, &p->cluster);
-    p->nseqs = nranks / d, p->seq_lens = lens, p->nrounds = 1, p->rounds = rd;
+    p->nseqs = nranks / d * per, p->seq_lens = lens, p->nrounds = 1, p->rounds = rd;
     rd->ngroups = nranks / d, rd->groups = g;
-    for (int i = 0; i < nranks / d; ++i) {
+    for (int i = 0; i < nranks / d * per; ++i) {
         idx[i] = i, lens[i] = s;
-        g[i]   = (nsp_plan_group_t){.rank0 = i * d, .size = d, .nseqs = 1, .seqs = &idx[i],
-                                    .recompute = 0, .pipelined = 1, .ring = 1};
+    }
+    for (int i = 0; i < nranks / d; ++i) {
+        g[i] = (nsp_plan_group_t){.rank0 = i * d, .size = d, .nseqs = per, .seqs = &idx[i * per],
+                                  .recompute = 0, .pipelined = 1, .ring = 1};
     }
 }
 
 static nsp_status_t xrun_setup(nsp_tree_t *tree, const cal_opts_t *o, const nsp_attn_params_t *a,
-                               int rank, int nranks, int d, int64_t s, cal_xrun_t *x)
+                               int rank, int nranks, int d, int64_t s, int per, cal_xrun_t *x)
 {
     nsp_plan_t               plan;
     nsp_plan_round_t         rd;
     nsp_plan_group_t         g[256];
-    int                      idx[256];
-    int64_t                  lens[256];
+    int                      idx[256 * CAL_X_MANY];
+    int64_t                  lens[256 * CAL_X_MANY];
     nsp_layout_info_t        info;
     nsp_nested_attn_params_t p;
     size_t                   qf, kf;
 
     memset(x, 0, sizeof(*x));
-    xplan_fill(o, nranks, d, s, &plan, &rd, g, idx, lens);
+    xplan_fill(o, nranks, d, s, per, &plan, &rd, g, idx, lens);
     NSP_CHECK(nsp_layout_create(&plan, 0, rank, &x->lay));
     NSP_CHECK(nsp_layout_query(x->lay, &info));
     qf = (size_t)info.local_tokens * (size_t)a->q_heads * (size_t)a->head_dim + 1;
@@ -418,30 +423,37 @@ static int xcpu_shardable(const cal_opts_t *o, int d)
 }
 
 /* Level l through the executor: a warm-up and o->reps repetitions of the
- * small and the large exchange, interleaved. */
+ * small and the large exchange, interleaved, and of the large one's bytes
+ * as CAL_X_MANY short sequences (recorded: the same bytes with 1/32 of the
+ * kernel, so whether the CPU beside it follows the bytes or the kernel). */
 static nsp_status_t xcpu_level(nsp_comm_t *world, nsp_tree_t *tree, const cal_opts_t *o,
                                const nsp_attn_params_t *a, int l, cal_rank_t *me)
 {
-    cal_xrun_t   xs, xl;
+    cal_xrun_t   xs, xl, xm;
     int          rank, nranks, d = me->degree[l];
+    uint64_t     bm;
     nsp_status_t status;
 
     nsp_comm_rank(world, &rank), nsp_comm_size(world, &nranks);
-    memset(&xl, 0, sizeof(xl));
-    NSP_CHECK_GOTO(xrun_setup(tree, o, a, rank, nranks, d, CAL_X_SMALL, &xs), status, out);
-    NSP_CHECK_GOTO(xrun_setup(tree, o, a, rank, nranks, d, CAL_X_LARGE, &xl), status, out);
+    memset(&xl, 0, sizeof(xl)), memset(&xm, 0, sizeof(xm));
+    NSP_CHECK_GOTO(xrun_setup(tree, o, a, rank, nranks, d, CAL_X_SMALL, 1, &xs), status, out);
+    NSP_CHECK_GOTO(xrun_setup(tree, o, a, rank, nranks, d, CAL_X_LARGE, 1, &xl), status, out);
+    NSP_CHECK_GOTO(xrun_setup(tree, o, a, rank, nranks, d, CAL_X_LARGE / CAL_X_MANY, CAL_X_MANY,
+                              &xm), status, out);
     for (int r = -1; r < o->reps; ++r) { /* r = -1: warm-up (first touch, connections) */
-        double cs, cl;
+        double cs, cl, cm;
         NSP_CHECK_GOTO(xrun_once(world, &xs, &cs, &me->xbytes_small[l]), status, out);
         NSP_CHECK_GOTO(xrun_once(world, &xl, &cl, &me->xbytes_large[l]), status, out);
+        NSP_CHECK_GOTO(xrun_once(world, &xm, &cm, &bm), status, out);
         if (r >= 0) {
-            me->xcpu_small[l][r] = cs, me->xcpu_large[l][r] = cl;
+            me->xcpu_small[l][r] = cs, me->xcpu_large[l][r] = cl, me->xcpu_many[l][r] = cm;
         }
     }
     me->xcpu_ok[l] = 1;
 out:
     xrun_free(&xs);
     xrun_free(&xl);
+    xrun_free(&xm);
     return status;
 }
 
@@ -480,6 +492,7 @@ typedef struct cal_level {
     int    xok;
     double xcpu_small_s, xcpu_large_s, xsent_small, xsent_large, xmodel_small, xmodel_large;
     double xcpu_byte, xcpu_call;
+    double xcpu_many_s; /* CAL_X_LARGE tokens as CAL_X_MANY sequences: recorded, not used */
     double cpu_byte, cpu_call; /* what the file uses: the executor's, else the bare ones */
 } cal_level_t;
 
@@ -592,6 +605,7 @@ static nsp_status_t level_xcpu(const cal_opts_t *o, const cal_rank_t *all, int n
     NSP_CHECK(nsp_cost_init(&cost, &m, &c));
     L->xcpu_small_s = mean_median(o, all, nranks, offsetof(cal_rank_t, xcpu_small), l);
     L->xcpu_large_s = mean_median(o, all, nranks, offsetof(cal_rank_t, xcpu_large), l);
+    L->xcpu_many_s  = mean_median(o, all, nranks, offsetof(cal_rank_t, xcpu_many), l);
     L->xsent_small  = (double)all[0].xbytes_small[l];
     L->xsent_large  = (double)all[0].xbytes_large[l];
     L->xmodel_small = nsp_cost_group_a2a_bytes(&cost, CAL_X_SMALL, L->degree, 1);
@@ -953,6 +967,7 @@ static void json_levels(nsp_json_writer_t *w, const cal_result_t *r)
             nsp_json_double(w, "xmodel_large_bytes", L->xmodel_large);
             nsp_json_double(w, "xcpu_byte", L->xcpu_byte);
             nsp_json_double(w, "xcpu_call", L->xcpu_call);
+            nsp_json_double(w, "xcpu_many_s", L->xcpu_many_s);
         }
         nsp_json_end(w);
     }

@@ -25,7 +25,7 @@ for lv in c["_levels"]:
     if not (lv["cpu_small_s"] > 0 and lv["cpu_large_s"] >= 0 and lv["cpu_byte"] >= 0):
         bad.append("level cpu %s" % lv)
     xkeys = ["xcpu_small_s", "xcpu_large_s", "xsent_small_bytes", "xsent_large_bytes",
-             "xmodel_small_bytes", "xmodel_large_bytes", "xcpu_byte", "xcpu_call"]
+             "xmodel_small_bytes", "xmodel_large_bytes", "xcpu_byte", "xcpu_call", "xcpu_many_s"]
     if lv.get("executor_measured") and not all(
             k in lv and math.isfinite(lv[k]) and lv[k] >= 0 for k in xkeys):
         bad.append("level executor cpu %s" % lv)

@@ -54,7 +54,7 @@ for l in c["_levels"]:
     x0 = l["xcpu_small_s"] - k * l["xmodel_small_bytes"]
     assert math.isclose(l["xcpu_byte"], max(0.0, k) / 2 * 2 / 4, rel_tol=1e-9, abs_tol=1e-30), l
     assert math.isclose(l["xcpu_call"], max(0.0, x0) / 4, rel_tol=1e-9, abs_tol=1e-30), l
-    assert l["xcpu_large_s"] > 0, l
+    assert l["xcpu_large_s"] > 0 and l["xcpu_many_s"] > 0, l  # the same bytes as 32 sequences: recorded
 assert c["cpu_byte_intra"] == lv["xcpu_byte"] and c["cpu_call_intra"] == lv["xcpu_call"], lv
 assert c["cpu_byte_inter"] == c["cpu_byte_intra"]  # one node: inter copies intra
 for key in ("cpu_byte_intra", "cpu_byte_inter", "cpu_call_intra", "cpu_call_inter"):
