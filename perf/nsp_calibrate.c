@@ -11,8 +11,11 @@
  *    an all-to-all of every group of the level at once, tiny (latency) and
  *    large (bandwidth: bytes a rank sends to its d-1 peers per second), the
  *    slowest rank of each repetition, median over repetitions; and each
- *    rank's process CPU in them, the exchange CPU per byte and per call
- *    (cpu_byte_*, cpu_call_*: mean over ranks, median over repetitions);
+ *    rank's process CPU in them (the bare exchange CPU, recorded);
+ *  - per level, the exchange CPU per byte and per call (cpu_byte_*,
+ *    cpu_call_*: mean over ranks, median over repetitions) through the
+ *    executor: the nested attention fwd + bwd of one-level plans, process
+ *    CPU less the kernel's thread CPU (packing, waits, progress thread);
  *  - the attention kernel in use (the reference kernel): fwd + bwd thread CPU
  *    time per sequence, every rank at once as in a step, the mean over ranks
  *    fitted to a*s + b*s^2 (R_attn = 7 n_q D / b); rank 0 alone and the
@@ -64,6 +67,9 @@
 #define CAL_NLENS      4  /* the kernel's sequence lengths, cal_lens */
 #define CAL_KERNEL_REPS 3
 #define CAL_GEMM_N     256 /* the GEMM's n */
+#define CAL_X_SMALL    64   /* tokens per group of the executor's small exchange */
+#define CAL_X_LARGE    2048 /* and of its large one (the demo's long sequences) */
+#define CAL_X_MANY     32   /* the large one again as this many sequences of 64 (recorded) */
 
 static const int64_t cal_lens[CAL_NLENS] = {64, 256, 1024, 2048};
 
@@ -92,6 +98,13 @@ typedef struct cal_rank {
     /* the rank's process CPU in those exchanges (copies, tcp system calls,
      * polls, the progress thread): the exchange CPU of the cost model */
     double cpu_small[CAL_MAX_LEVELS][CAL_MAX_REPS], cpu_large[CAL_MAX_LEVELS][CAL_MAX_REPS];
+    /* the same through the executor (the demo's nested attention on a
+     * one-level plan, fwd + bwd): process CPU beside the kernel's thread CPU,
+     * for CAL_X_SMALL and CAL_X_LARGE tokens per group; the file's keys */
+    double xcpu_small[CAL_MAX_LEVELS][CAL_MAX_REPS], xcpu_large[CAL_MAX_LEVELS][CAL_MAX_REPS];
+    double xcpu_many[CAL_MAX_LEVELS][CAL_MAX_REPS]; /* CAL_X_LARGE tokens as CAL_X_MANY seqs */
+    uint64_t xbytes_small[CAL_MAX_LEVELS], xbytes_large[CAL_MAX_LEVELS]; /* sent, fwd + bwd */
+    int    xcpu_ok[CAL_MAX_LEVELS]; /* 1: the level's degree shards the heads (measured) */
     double kernel_s[CALIB_MAX_LENS]; /* kernel fwd+bwd per length, every rank at once */
     double gemm_flops;               /* the GEMM rate, every rank at once */
     double comm_s[CAL_MAX_REPS], comp_s[CAL_MAX_REPS], both_s[CAL_MAX_REPS]; /* overlap, wall */
@@ -303,6 +316,162 @@ out_a2a:
     return status;
 }
 
+/* ---- the exchange through the executor --------------------------------- */
+
+/* One level's exchange as the demo runs it: a one-round plan with one
+ * sequence of s tokens on every group of d ranks (group g = ranks [g d,
+ * g d + d), sequence g), its layout for this rank, the nested attention
+ * over it (pipelined, agreement checks on: the demo's parameters), and the
+ * float32 buffers of layout section 7 ([T_local][heads][D], lse
+ * [T_local][n_q]; zeros: the CPU of the exchange does not depend on them). */
+typedef struct cal_xrun {
+    nsp_layout_t      *lay;
+    nsp_nested_attn_t *attn;
+    float             *q, *k, *v, *o, *dout, *dq, *dk, *dv, *lse;
+} cal_xrun_t;
+
+static void xrun_free(cal_xrun_t *x)
+{
+    nsp_nested_attn_destroy(x->attn);
+    nsp_layout_free(x->lay);
+    free(x->q), free(x->k), free(x->v), free(x->o), free(x->dout);
+    free(x->dq), free(x->dk), free(x->dv), free(x->lse);
+    memset(x, 0, sizeof(*x));
+}
+
+/* The plan of one level of degree d, `per` sequences of s tokens per
+ * group; g [nranks / d], idx and lens [nranks / d * per] caller-owned (the
+ * plan is only read by nsp_layout_create). */
+static void xplan_fill(const cal_opts_t *o, int nranks, int d, int64_t s, int per, nsp_plan_t *p,
+                       nsp_plan_round_t *rd, nsp_plan_group_t *g, int *idx, int64_t *lens)
+{
+    memset(p, 0, sizeof(*p));
+    snprintf(p->planner, sizeof(p->planner), "nested");
+    calib_attn_model(o->q_heads, o->kv_heads, o->head_dim, &p->model);
+    calib_placeholder_cluster(nranks, &p->cluster);
+    p->nseqs = nranks / d * per, p->seq_lens = lens, p->nrounds = 1, p->rounds = rd;
+    rd->ngroups = nranks / d, rd->groups = g;
+    for (int i = 0; i < nranks / d * per; ++i) {
+        idx[i] = i, lens[i] = s;
+    }
+    for (int i = 0; i < nranks / d; ++i) {
+        g[i] = (nsp_plan_group_t){.rank0 = i * d, .size = d, .nseqs = per, .seqs = &idx[i * per],
+                                  .recompute = 0, .pipelined = 1, .ring = 1};
+    }
+}
+
+static nsp_status_t xrun_setup(nsp_tree_t *tree, const cal_opts_t *o, const nsp_attn_params_t *a,
+                               int rank, int nranks, int d, int64_t s, int per, cal_xrun_t *x)
+{
+    nsp_plan_t               plan;
+    nsp_plan_round_t         rd;
+    nsp_plan_group_t         g[256];
+    int                      idx[256 * CAL_X_MANY];
+    int64_t                  lens[256 * CAL_X_MANY];
+    nsp_layout_info_t        info;
+    nsp_nested_attn_params_t p;
+    size_t                   qf, kf;
+
+    memset(x, 0, sizeof(*x));
+    xplan_fill(o, nranks, d, s, per, &plan, &rd, g, idx, lens);
+    NSP_CHECK(nsp_layout_create(&plan, 0, rank, &x->lay));
+    NSP_CHECK(nsp_layout_query(x->lay, &info));
+    qf = (size_t)info.local_tokens * (size_t)a->q_heads * (size_t)a->head_dim + 1;
+    kf = (size_t)info.local_tokens * (size_t)a->kv_heads * (size_t)a->head_dim + 1;
+    x->q = calloc(qf, 4), x->o = calloc(qf, 4), x->dout = calloc(qf, 4), x->dq = calloc(qf, 4);
+    x->k = calloc(kf, 4), x->v = calloc(kf, 4), x->dk = calloc(kf, 4), x->dv = calloc(kf, 4);
+    x->lse = calloc((size_t)info.local_tokens * (size_t)a->q_heads + 1, 4);
+    if (!x->q || !x->o || !x->dout || !x->dq || !x->k || !x->v || !x->dk || !x->dv || !x->lse) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "calibrate: no memory for %lld tokens",
+                         (long long)info.local_tokens);
+    }
+    memset(&p, 0, sizeof(p));
+    p.attn = *a;
+    return nsp_nested_attn_create(tree, x->lay, &p, &x->attn);
+}
+
+/* One forward + backward (saved activations, as the demo's step): the
+ * rank's process CPU (its copies and packing, polls, waits, tcp system
+ * calls, the progress thread) less the kernel's thread CPU, in *cpu; the
+ * bytes this rank sent in the level's all-to-alls in *bytes. */
+static nsp_status_t xrun_once(nsp_comm_t *world, cal_xrun_t *x, double *cpu, uint64_t *bytes)
+{
+    nsp_nested_attn_saved_t *saved = NULL;
+    nsp_nested_attn_stats_t  sf, sb;
+    double                   c0;
+    nsp_status_t             status;
+
+    NSP_CHECK(nsp_comm_barrier(world));
+    c0 = calib_proc_cpu_s();
+    NSP_CHECK(nsp_nested_attn_fwd(x->attn, x->q, x->k, x->v, x->o, x->lse, &saved, &sf));
+    status = nsp_nested_attn_bwd(x->attn, saved, NULL, NULL, NULL, NULL, NULL, x->dout, x->dq,
+                                 x->dk, x->dv, &sb);
+    *cpu = calib_proc_cpu_s() - c0 - sf.compute_s - sb.compute_s;
+    nsp_nested_attn_saved_free(saved);
+    *bytes = 0;
+    for (int l = 0; l < sf.nlevels; ++l) {
+        *bytes += sf.level[l].a2a_bytes + sb.level[l].a2a_bytes;
+    }
+    return status;
+}
+
+/* 1 when degree d shards the heads as the nested attention requires (n_q a
+ * multiple of d; n_kv a multiple of d or d of n_kv). */
+static int xcpu_shardable(const cal_opts_t *o, int d)
+{
+    return o->q_heads % d == 0 && (o->kv_heads % d == 0 || d % o->kv_heads == 0);
+}
+
+/* Level l through the executor: a warm-up and o->reps repetitions of the
+ * small and the large exchange, interleaved, and of the large one's bytes
+ * as CAL_X_MANY short sequences (recorded: the same bytes with 1/32 of the
+ * kernel, so whether the CPU beside it follows the bytes or the kernel). */
+static nsp_status_t xcpu_level(nsp_comm_t *world, nsp_tree_t *tree, const cal_opts_t *o,
+                               const nsp_attn_params_t *a, int l, cal_rank_t *me)
+{
+    cal_xrun_t   xs, xl, xm;
+    int          rank, nranks, d = me->degree[l];
+    uint64_t     bm;
+    nsp_status_t status;
+
+    nsp_comm_rank(world, &rank), nsp_comm_size(world, &nranks);
+    memset(&xl, 0, sizeof(xl)), memset(&xm, 0, sizeof(xm));
+    NSP_CHECK_GOTO(xrun_setup(tree, o, a, rank, nranks, d, CAL_X_SMALL, 1, &xs), status, out);
+    NSP_CHECK_GOTO(xrun_setup(tree, o, a, rank, nranks, d, CAL_X_LARGE, 1, &xl), status, out);
+    NSP_CHECK_GOTO(xrun_setup(tree, o, a, rank, nranks, d, CAL_X_LARGE / CAL_X_MANY, CAL_X_MANY,
+                              &xm), status, out);
+    for (int r = -1; r < o->reps; ++r) { /* r = -1: warm-up (first touch, connections) */
+        double cs, cl, cm;
+        NSP_CHECK_GOTO(xrun_once(world, &xs, &cs, &me->xbytes_small[l]), status, out);
+        NSP_CHECK_GOTO(xrun_once(world, &xl, &cl, &me->xbytes_large[l]), status, out);
+        NSP_CHECK_GOTO(xrun_once(world, &xm, &cm, &bm), status, out);
+        if (r >= 0) {
+            me->xcpu_small[l][r] = cs, me->xcpu_large[l][r] = cl, me->xcpu_many[l][r] = cm;
+        }
+    }
+    me->xcpu_ok[l] = 1;
+out:
+    xrun_free(&xs);
+    xrun_free(&xl);
+    xrun_free(&xm);
+    return status;
+}
+
+static nsp_status_t measure_xcpu(nsp_comm_t *world, nsp_tree_t *tree, const cal_opts_t *o,
+                                 const nsp_attn_params_t *a, cal_rank_t *me)
+{
+    int nranks;
+
+    nsp_comm_size(world, &nranks);
+    for (int l = 0; l < me->nlevels; ++l) {
+        int d = me->degree[l];
+        if (d >= 2 && xcpu_shardable(o, d) && nranks % d == 0 && nranks / d <= 256) {
+            NSP_CHECK(xcpu_level(world, tree, o, a, l, me));
+        }
+    }
+    return NSP_OK;
+}
+
 /* ---- results ----------------------------------------------------------- */
 
 /* One level's figures: the slowest rank of each repetition, median. */
@@ -314,7 +483,17 @@ typedef struct cal_level {
      * model takes from them: cpu_call = cpu_small_s per collective, cpu_byte
      * = (cpu_large_s - cpu_small_s) / (2 (d-1) (B - 64)) per byte sent +
      * received, in the model's unit (x E/2) */
-    double cpu_small_s, cpu_large_s, cpu_byte, cpu_call;
+    double cpu_small_s, cpu_large_s, bare_byte, bare_call;
+    /* through the executor (xcpu_level): the rank's CPU beside the kernel
+     * in a fwd + bwd of CAL_X_SMALL and CAL_X_LARGE tokens per group (mean
+     * over ranks, median over repetitions), the bytes it sent (measured) and
+     * the model's bytes of the same sequences (bf16, per rank: a2a_bytes);
+     * the line through the two points is cpu_byte x 2 A + 4 cpu_call */
+    int    xok;
+    double xcpu_small_s, xcpu_large_s, xsent_small, xsent_large, xmodel_small, xmodel_large;
+    double xcpu_byte, xcpu_call;
+    double xcpu_many_s; /* CAL_X_LARGE tokens as CAL_X_MANY sequences: recorded, not used */
+    double cpu_byte, cpu_call; /* what the file uses: the executor's, else the bare ones */
 } cal_level_t;
 
 /* The per-round fixed cost (docs/cost-model.md section 8), seconds:
@@ -396,10 +575,47 @@ static void level_cpu(const cal_opts_t *o, const cal_rank_t *all, int nranks, in
 
     L->cpu_small_s = mean_median(o, all, nranks, offsetof(cal_rank_t, cpu_small), l);
     L->cpu_large_s = mean_median(o, all, nranks, offsetof(cal_rank_t, cpu_large), l);
-    L->cpu_call    = L->cpu_small_s;
+    L->bare_call   = L->cpu_small_s;
     /* per byte of the model (bf16 elements): E/2 bytes moved per model byte */
-    L->cpu_byte = fmax(0.0, L->cpu_large_s - L->cpu_small_s) / sent_recv *
-                  ((double)o->elem_bytes / NSP_COST_DTYPE_BYTES);
+    L->bare_byte = fmax(0.0, L->cpu_large_s - L->cpu_small_s) / sent_recv *
+                   ((double)o->elem_bytes / NSP_COST_DTYPE_BYTES);
+    L->cpu_byte = L->bare_byte, L->cpu_call = L->bare_call;
+}
+
+/* The executor's exchange CPU of level l: the model charges a rank of a
+ * group X = cpu_byte x 2 A(s) + 4 cpu_call per layer (docs/cost-model.md
+ * section 9; A = the model's bf16 bytes sent). Two sequence lengths give
+ * the line: slope k = dX / dA per model byte of the float32 run, intercept
+ * X0; cpu_byte = k / 2 x E/4 (the runs move E-byte elements, the executor
+ * here float32), cpu_call = X0 / 4, both clipped at 0. */
+static nsp_status_t level_xcpu(const cal_opts_t *o, const cal_rank_t *all, int nranks, int l,
+                               cal_level_t *L)
+{
+    nsp_model_t   m;
+    nsp_cluster_t c;
+    nsp_cost_t    cost;
+    double        k, x0;
+
+    L->xok = all[0].xcpu_ok[l];
+    if (!L->xok) {
+        return NSP_OK;
+    }
+    calib_attn_model(o->q_heads, o->kv_heads, o->head_dim, &m);
+    calib_placeholder_cluster(nranks, &c);
+    NSP_CHECK(nsp_cost_init(&cost, &m, &c));
+    L->xcpu_small_s = mean_median(o, all, nranks, offsetof(cal_rank_t, xcpu_small), l);
+    L->xcpu_large_s = mean_median(o, all, nranks, offsetof(cal_rank_t, xcpu_large), l);
+    L->xcpu_many_s  = mean_median(o, all, nranks, offsetof(cal_rank_t, xcpu_many), l);
+    L->xsent_small  = (double)all[0].xbytes_small[l];
+    L->xsent_large  = (double)all[0].xbytes_large[l];
+    L->xmodel_small = nsp_cost_group_a2a_bytes(&cost, CAL_X_SMALL, L->degree, 1);
+    L->xmodel_large = nsp_cost_group_a2a_bytes(&cost, CAL_X_LARGE, L->degree, 1);
+    k  = (L->xcpu_large_s - L->xcpu_small_s) / (L->xmodel_large - L->xmodel_small);
+    x0 = L->xcpu_small_s - k * L->xmodel_small;
+    L->xcpu_byte = fmax(0.0, k) / 2.0 * ((double)o->elem_bytes / 4.0);
+    L->xcpu_call = fmax(0.0, x0) / NSP_COST_A2A_PER_LAYER;
+    L->cpu_byte = L->xcpu_byte, L->cpu_call = L->xcpu_call;
+    return NSP_OK;
 }
 
 static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks, cal_result_t *r)
@@ -428,6 +644,9 @@ static void reduce_levels(const cal_opts_t *o, const cal_rank_t *all, int nranks
         L->bw = (L->degree - 1.0) * (double)(o->bytes - CAL_SMALL) / level_beyond_s(L) *
                 (NSP_COST_DTYPE_BYTES / (double)o->elem_bytes);
         level_cpu(o, all, nranks, l, L);
+        if (level_xcpu(o, all, nranks, l, L) != NSP_OK) {
+            L->xok = 0; /* cannot happen: the calibration's own model is valid */
+        }
         if (!L->across) {
             r->intra = l;
         } else {
@@ -590,6 +809,35 @@ static void json_from_round(nsp_json_writer_t *w, const cal_opts_t *o, const cal
     nsp_json_string(w, "round_fixed_s", text);
 }
 
+/* Where cpu_byte_* and cpu_call_* came from (x: inter), with the bare
+ * all-to-all's figures beside them (recorded, not used, when the executor
+ * measured the level). */
+static void json_from_xcpu(nsp_json_writer_t *w, const cal_opts_t *o, const cal_level_t *L,
+                           int x)
+{
+    char text[768], bare[320];
+
+    snprintf(bare, sizeof(bare), "the bare blocking all-to-all of degree %d: %.4g s of process "
+             "CPU for %zu bytes per peer beyond %.4g s for %d (mean over ranks, median of %d): "
+             "%.4g s per byte, %.4g s per call", L->degree, L->cpu_large_s, o->bytes,
+             L->cpu_small_s, CAL_SMALL, o->reps, L->bare_byte, L->bare_call);
+    if (L->xok) {
+        snprintf(text, sizeof(text), "executor: the nested attention fwd + bwd of one sequence "
+                 "per group of degree %d (the demo's path: packing, waits, progress thread), a "
+                 "rank's process CPU less the kernel's thread CPU: %.4g s for %d tokens (model "
+                 "bytes A = %.4g, sent %.4g) and %.4g s for %d (A = %.4g, sent %.4g), mean over "
+                 "ranks, median of %d; the line X = cpu_byte 2 A + 4 cpu_call, x %d/4 bytes; "
+                 "bare: %s", L->degree, L->xcpu_small_s, CAL_X_SMALL, L->xmodel_small,
+                 L->xsent_small, L->xcpu_large_s, CAL_X_LARGE, L->xmodel_large, L->xsent_large,
+                 o->reps, o->elem_bytes, bare);
+    } else {
+        snprintf(text, sizeof(text), "bare (degree %d does not shard %d/%d heads: no executor "
+                 "measurement): %s", L->degree, o->q_heads, o->kv_heads, bare);
+    }
+    nsp_json_string(w, x ? "cpu_byte_inter" : "cpu_byte_intra", text);
+    nsp_json_string(w, x ? "cpu_call_inter" : "cpu_call_intra", text);
+}
+
 static void json_from(nsp_json_writer_t *w, const cal_opts_t *o, const cal_result_t *r)
 {
     char text[512];
@@ -624,16 +872,7 @@ static void json_from(nsp_json_writer_t *w, const cal_opts_t *o, const cal_resul
         snprintf(text, sizeof(text), "all-to-all of degree %d, %d bytes per peer: median %.4g s",
                  L->degree, CAL_SMALL, L->lat_s);
         nsp_json_string(w, x ? "lat_inter" : "lat_intra", text);
-        snprintf(text, sizeof(text), "a rank's process CPU in the all-to-all of degree %d: %.4g s "
-                 "for %zu bytes per peer beyond %.4g s for %d (mean over ranks, median of %d), "
-                 "per byte sent + received: / (2 x %d x %zu), x %d/%d bytes", L->degree,
-                 L->cpu_large_s, o->bytes, L->cpu_small_s, CAL_SMALL, o->reps, L->degree - 1,
-                 o->bytes - CAL_SMALL, o->elem_bytes, (int)NSP_COST_DTYPE_BYTES);
-        nsp_json_string(w, x ? "cpu_byte_inter" : "cpu_byte_intra", text);
-        snprintf(text, sizeof(text), "a rank's process CPU in the all-to-all of degree %d, %d "
-                 "bytes per peer: %.4g s per call (mean over ranks, median of %d)", L->degree,
-                 CAL_SMALL, L->cpu_small_s, o->reps);
-        nsp_json_string(w, x ? "cpu_call_inter" : "cpu_call_intra", text);
+        json_from_xcpu(w, o, L, x);
     }
     json_from_round(w, o, r);
     snprintf(text, sizeof(text), "top level's all-to-all %.4g s and the kernel %.4g s alone, "
@@ -716,8 +955,20 @@ static void json_levels(nsp_json_writer_t *w, const cal_result_t *r)
         nsp_json_double(w, "bw", L->bw);
         nsp_json_double(w, "cpu_small_s", L->cpu_small_s);
         nsp_json_double(w, "cpu_large_s", L->cpu_large_s);
-        nsp_json_double(w, "cpu_byte", L->cpu_byte);
-        nsp_json_double(w, "cpu_call", L->cpu_call);
+        nsp_json_double(w, "cpu_byte", L->bare_byte);
+        nsp_json_double(w, "cpu_call", L->bare_call);
+        nsp_json_bool(w, "executor_measured", L->xok);
+        if (L->xok) {
+            nsp_json_double(w, "xcpu_small_s", L->xcpu_small_s);
+            nsp_json_double(w, "xcpu_large_s", L->xcpu_large_s);
+            nsp_json_double(w, "xsent_small_bytes", L->xsent_small);
+            nsp_json_double(w, "xsent_large_bytes", L->xsent_large);
+            nsp_json_double(w, "xmodel_small_bytes", L->xmodel_small);
+            nsp_json_double(w, "xmodel_large_bytes", L->xmodel_large);
+            nsp_json_double(w, "xcpu_byte", L->xcpu_byte);
+            nsp_json_double(w, "xcpu_call", L->xcpu_call);
+            nsp_json_double(w, "xcpu_many_s", L->xcpu_many_s);
+        }
         nsp_json_end(w);
     }
     nsp_json_end(w);
@@ -780,8 +1031,8 @@ static void print_result(const cal_opts_t *o, const cal_result_t *r)
             perf_cell_t row[] = {PERF_NUM(L->degree),
                                  PERF_TEXT(L->across ? "across nodes" : "inside a node"),
                                  PERF_NUM(L->lat_s * 1e6), PERF_NUM(L->large_s * 1e3),
-                                 PERF_NUM(L->bw / 1e9), PERF_NUM(L->cpu_byte * 1e9),
-                                 PERF_NUM(L->cpu_call * 1e6)};
+                                 PERF_NUM(L->bw / 1e9), PERF_NUM(L->bare_byte * 1e9),
+                                 PERF_NUM(L->bare_call * 1e6)};
             perf_table_row(stdout, cols, 7, row);
         }
     }
@@ -789,9 +1040,10 @@ static void print_result(const cal_opts_t *o, const cal_result_t *r)
            "attn_flops %.4g; gemm_flops %.4g (rank 0 alone: %.4g s + %.4g s^2, b / alone "
            "%.3f)\n", r->ranks, r->k.fit.a, r->k.fit.b, r->c.attn_flops, r->c.gemm_flops,
            r->k.alone.a, r->k.alone.b, r->k.fit.b / r->k.alone.b);
-    printf("# exchange CPU per rank: intra %.4g s/byte + %.4g s/call, inter %.4g s/byte + "
-           "%.4g s/call\n", r->c.cpu_byte_intra, r->c.cpu_call_intra, r->c.cpu_byte_inter,
-           r->c.cpu_call_inter);
+    printf("# exchange CPU per rank (through the executor where measured; cpu_ns/B and "
+           "cpu_us/call above: the bare all-to-all): intra %.4g s/byte + %.4g s/call, inter "
+           "%.4g s/byte + %.4g s/call\n", r->c.cpu_byte_intra, r->c.cpu_call_intra,
+           r->c.cpu_byte_inter, r->c.cpu_call_inter);
     printf("# overlap: comm %.2f ms, comp %.2f ms, both %.2f ms -> eta %.2f; the exchange's "
            "CPU beside the kernel %.2f ms (alone %.2f ms)\n", r->comm_s * 1e3, r->comp_s * 1e3,
            r->both_s * 1e3, r->eta, r->both_xcpu_s * 1e3,
@@ -877,6 +1129,7 @@ static nsp_status_t rank_measure(nsp_comm_t *comm, nsp_tree_t *tree, const cal_o
     NSP_CHECK(nsp_comm_place(comm, rank, &me->node, NULL, &me->local_size));
     NSP_CHECK(measure_levels(comm, tree, o, me));
     NSP_CHECK(measure_overlap(comm, tree, o, &a, me));
+    NSP_CHECK(measure_xcpu(comm, tree, o, &a, me));
     NSP_CHECK(measure_round(comm, o, me));
     if (rank == 0) { /* alone on a core as far as the others wait at the barrier */
         NSP_CHECK(calib_kernel_fit(&a, cal_lens, CAL_NLENS, o->kernel_tokens, CAL_KERNEL_REPS,

@@ -134,6 +134,7 @@ def before_after(out, keys):
     print("| link | planner | before: pred ms | crit ms | pred / crit | after: pred ms | crit ms | "
           "pred / crit | groups before | groups after |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
+    within = {}  # planner -> [before within 15%, after within 15%, rows]
     for key, bkey in rows:
         got = dict(demos(out, [key, bkey]))
         if len(got) < 2:
@@ -146,6 +147,15 @@ def before_after(out, keys):
             print("| %s | %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f | %s | %s |" % (
                 key, name, 1e3 * sb, 1e3 * cb, sb / cb, 1e3 * sa, 1e3 * ca, sa / ca,
                 groups_of(pb), groups_of(pa)))
+            w = within.setdefault(name, [0, 0, 0])
+            w[0] += abs(sb / cb - 1) <= 0.15
+            w[1] += abs(sa / ca - 1) <= 0.15
+            w[2] += 1
+    print()
+    print("| planner | pred / crit within 15%: before | after |")
+    print("|---|---:|---:|")
+    for name, (wb, wa, n) in within.items():
+        print("| %s | %d of %d | %d of %d |" % (name, wb, n, wa, n))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ check "it loads its file back with nsp_cluster_load" grep -q "nsp_cluster_load r
 check "the file: every key, its _from, levels 2 and 4 inside the node" \
     python3 "$top_srcdir/tests/netcluster/check_cluster.py" "$tmp/c.json" 4 4
 # The kernel fit of all ranks at once (the file's) and rank 0 alone (kept);
-# the exchange CPU per level, re-derived from the raw figures.
+# the exchange CPU per level (executor's in the keys, bare kept), re-derived
+# from the raw figures.
 check "attn_flops from the all-ranks fit, the alone fit kept; cpu_byte/cpu_call from _levels" \
     python3 - "$tmp/c.json" <<'PY'
 import json, math, sys
@@ -32,12 +33,33 @@ assert all(s >= m for s, m in zip(k["slowest_fwd_bwd_s"], k["fwd_bwd_s"])), k
 assert math.isclose(c["attn_flops"], 7 * 8 * 64 / k["b_s_per_token2"], rel_tol=1e-9)
 assert k["alone"]["b_s_per_token2"] > 0 and "alone" in c["_from"]["attn_flops"], k
 lv = max((l for l in c["_levels"] if l["where"] == "inside a node"), key=lambda l: l["degree"])
+# the bare blocking all-to-all: recorded in _levels, named in the notes
 want = max(0.0, lv["cpu_large_s"] - lv["cpu_small_s"]) / (2 * (lv["degree"] - 1) * (65536 - 64))
-assert math.isclose(c["cpu_byte_intra"], want, rel_tol=1e-9), (c["cpu_byte_intra"], want)
-assert c["cpu_call_intra"] == lv["cpu_call"] == lv["cpu_small_s"] > 0, lv
+assert math.isclose(lv["cpu_byte"], want, rel_tol=1e-9), (lv["cpu_byte"], want)
+assert lv["cpu_call"] == lv["cpu_small_s"] > 0, lv
+# the file's keys: through the executor (nested attention fwd + bwd, 64 and
+# 2048 tokens per group), the line X = cpu_byte 2 A + 4 cpu_call in the
+# model's bytes A, x E/4 = 2/4 (the executor moves float32, the file is bf16)
+for l in c["_levels"]:
+    d = l["degree"]
+    assert l["executor_measured"], l  # degrees 2 and 4 shard 8/2 heads
+    for s, key in ((64, "xmodel_small_bytes"), (2048, "xmodel_large_bytes")):
+        a = 2 * (d - 1) / d * (s / d) * (2 * 8 + 2 * max(2, d)) * 64 * 2
+        assert math.isclose(l[key], a, rel_tol=1e-9), (key, l[key], a)
+    # what the executor sent is the model's bytes in float32 (x 4/2), within 2%
+    for s in ("small", "large"):
+        sent, model = l["xsent_%s_bytes" % s], l["xmodel_%s_bytes" % s]
+        assert abs(sent / (2 * model) - 1) < 0.02, (s, sent, model)
+    k = (l["xcpu_large_s"] - l["xcpu_small_s"]) / (l["xmodel_large_bytes"] - l["xmodel_small_bytes"])
+    x0 = l["xcpu_small_s"] - k * l["xmodel_small_bytes"]
+    assert math.isclose(l["xcpu_byte"], max(0.0, k) / 2 * 2 / 4, rel_tol=1e-9, abs_tol=1e-30), l
+    assert math.isclose(l["xcpu_call"], max(0.0, x0) / 4, rel_tol=1e-9, abs_tol=1e-30), l
+    assert l["xcpu_large_s"] > 0 and l["xcpu_many_s"] > 0, l  # the same bytes as 32 sequences: recorded
+assert c["cpu_byte_intra"] == lv["xcpu_byte"] and c["cpu_call_intra"] == lv["xcpu_call"], lv
 assert c["cpu_byte_inter"] == c["cpu_byte_intra"]  # one node: inter copies intra
 for key in ("cpu_byte_intra", "cpu_byte_inter", "cpu_call_intra", "cpu_call_inter"):
-    assert "process CPU" in c["_from"][key], key
+    note = c["_from"][key]
+    assert note.startswith("executor:") and "nested attention" in note and "bare" in note, note
 ov = c["_overlap"]  # the top level's exchange CPU beside the kernel, recorded
 assert ov["exchange_cpu_beside_kernel_s"] >= 0 and ov["exchange_cpu_alone_s"] == lv["cpu_large_s"], ov
 PY
