@@ -66,7 +66,7 @@
 /* ---- local improvement ------------------------------------------------------ */
 
 /* Flip recomputed groups back to kept where memory allows (never slower). */
-static void unflip_groups(nest_state_t *st)
+void nsp_nest_unflip_groups(nest_state_t *st)
 {
     for (int r = 0; r < st->R; ++r) {
         nest_round_t *rd = &st->round[r];
@@ -422,6 +422,9 @@ static nsp_status_t route_trial(nest_state_t *st, nest_saved_t *best, const nest
         routed     = nsp_nest_route_all(st, trial, se->work);
         st->cutoff = NEST_INF;
         if (routed < 0) {
+            if (st->in->abandoned != NULL) {
+                ++*st->in->abandoned;
+            }
             *step = cutoff;
             break;
         }
@@ -429,7 +432,7 @@ static nsp_status_t route_trial(nest_state_t *st, nest_saved_t *best, const nest
             NSP_DEBUG("routing: %d rounds cannot hold the batch", trial);
             break;
         }
-        unflip_groups(st);
+        nsp_nest_unflip_groups(st);
         if (se->mode == NSP_ROUTE_NESTED) {
             NSP_CHECK(nsp_nest_fix_lonely_ranks(st));
         }
@@ -541,7 +544,7 @@ static nsp_status_t polish_best(nest_state_t *st, const nest_saved_t *best,
     if (best->step > NEST_LOCAL_GAP * se->bound) {
         nsp_nest_local_moves(st);   /* near the bound there is nothing left to gain */
     }
-    unflip_groups(st);
+    nsp_nest_unflip_groups(st);
     if (se->mode == NSP_ROUTE_NESTED) {
         NSP_CHECK(nsp_nest_fix_lonely_ranks(st));
     }

@@ -292,6 +292,9 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work);
 /** Exact per-layer step (pipelined only where each rank holds another
  *  level), round fixed costs included (scratch: st->xlev, st->xterm). */
 double nsp_nest_state_exact(const nest_state_t *st);
+/** Flip recomputed groups back to kept where memory allows (route.c; never
+ *  slower). */
+void nsp_nest_unflip_groups(nest_state_t *st);
 /** Local moves (route.c): move sequences off each round's slowest rank to
  *  the place that lowers the step (round fixed costs included on both
  *  sides) most, while it drops and st->trials lasts; every accepted move
