@@ -687,6 +687,15 @@ static double round_floor(const nest_state_t *st, int r)
     return worst;
 }
 
+/* What routing_bound takes from the state after phase 1 (it does not change
+ * during phase 2: the rest go on the leaves). */
+typedef struct nest_bound {
+    double area;                                   /* A, rank-seconds per layer */
+    double a_r[NSP_PLANNER_DEFAULT_MAX_ROUNDS];    /* the placed ones' part per round */
+    double floor[NSP_PLANNER_DEFAULT_MAX_ROUNDS];  /* round_floor after phase 1 */
+    int    nused;                                  /* max(U, 1) */
+} nest_bound_t;
+
 /* A lower bound of the exact step (nsp_nest_state_exact) that this routing
  * of R rounds can end with, after phase 1 (the first `split` sequences of
  * the batch order placed; the others will go on the leaves), seconds per
@@ -712,34 +721,45 @@ static double round_floor(const nest_state_t *st, int r)
  *    fix takes a sequence only from a leaf that keeps another one), and each
  *    used round costs rfix: at least max(U, 1) of them (U used now, one if
  *    any sequence is left).
- * The 1e-6 margin of nsp_nest_d1_bound and the final 1e-9 cover rounding. */
-static double routing_bound(const nest_state_t *st, int split, const double *floors)
+ * The 1e-6 margin of nsp_nest_d1_bound and the final 1e-9 cover rounding.
+ * This part fills bd once, after phase 1; routing_bound combines. */
+static void routing_bound_init(const nest_state_t *st, int split, nest_bound_t *bd)
 {
     const nsp_planner_input_t *in = st->in;
     const nest_shape_t        *sh = &st->sh;
-    double                     a_r[NSP_PLANNER_DEFAULT_MAX_ROUNDS] = {0.0};
-    double                     area = 0.0, peaks = 0.0;
-    int                        nused = 0;
 
+    memset(bd, 0, sizeof(*bd));
     for (int k = 0; k < in->nseqs; ++k) {
         const int i = in->order[k];
         if (k < split) {
             const int    r = st->loc[i] / sh->nnodes, l = sh->level[st->loc[i] % sh->nnodes];
             const double ai = sh->deg[l] * d1_least(st, i, l);
-            nused += a_r[r] == 0.0;
-            a_r[r] += ai;
-            area   += ai;
+            bd->nused += bd->a_r[r] == 0.0;
+            bd->a_r[r] += ai;
+            bd->area   += ai;
         } else {
-            area += sh->deg[0] * d1_least(st, i, 0);
+            bd->area += sh->deg[0] * d1_least(st, i, 0);
         }
     }
+    if (bd->nused == 0 && split < in->nseqs) {
+        bd->nused = 1;
+    }
     for (int r = 0; r < st->R; ++r) {
-        peaks += dmax(floors[r], a_r[r] / sh->ranks);
+        bd->floor[r] = round_floor(st, r);
     }
-    if (nused == 0 && split < in->nseqs) {
-        nused = 1;
+}
+
+/* The bound itself, with each round's floor raised to floors[r] (a lower
+ * bound of its final slowest rank known later, or bd->floor). */
+static double routing_bound(const nest_state_t *st, const nest_bound_t *bd,
+                            const double *floors)
+{
+    double peaks = 0.0;
+
+    for (int r = 0; r < st->R; ++r) {
+        peaks += dmax(floors[r], bd->a_r[r] / st->sh.ranks);
     }
-    return (dmax(peaks, area / sh->ranks) + nused * st->rfix) * (1.0 - 1e-9);
+    return (dmax(peaks, bd->area / st->sh.ranks) + bd->nused * st->rfix) * (1.0 - 1e-9);
 }
 
 /* Will phase 2 place every short sequence (k >= split)? Sufficient, on
@@ -771,8 +791,8 @@ static int leaves_hold(const nest_state_t *st, int split, double left_free, doub
 /* What phase 2 keeps to abandon a routing whose step cannot reach below
  * st->cutoff (nsp_nest_route_all). */
 typedef struct nest_watch {
-    int    on;          /* 1: the routing holds the batch and nothing is recomputed */
-    double floor[NSP_PLANNER_DEFAULT_MAX_ROUNDS];  /* round_floor after phase 1 */
+    int          on;    /* 1: the routing holds the batch and nothing is recomputed */
+    nest_bound_t bd;
     int    empty[NSP_PLANNER_DEFAULT_MAX_ROUNDS];  /* empty leaves of each round */
     int    top[NSP_PLANNER_DEFAULT_MAX_ROUNDS];    /* leaf that set rmax last, -1 */
 } nest_watch_t;
@@ -795,7 +815,9 @@ static void watch_init(const nest_state_t *st, nest_watch_t *w, int split, doubl
             w->on &= !rd->node[n].rc;
             w->empty[r] += sh->level[n] == 0 && rd->node[n].nseq == 0;
         }
-        w->floor[r] = round_floor(st, r);
+    }
+    if (w->on) {
+        routing_bound_init(st, split, &w->bd);
     }
 }
 
@@ -838,17 +860,17 @@ static double leaf_floor(const nest_state_t *st, const nest_watch_t *w, int r, i
 
 /* Abandon now? The bound of routing_bound with each round's floor raised to
  * its slowest leaf's leaf_floor. */
-static int watch_abandon(const nest_state_t *st, const nest_watch_t *w, int split)
+static int watch_abandon(const nest_state_t *st, const nest_watch_t *w)
 {
     double floors[NSP_PLANNER_DEFAULT_MAX_ROUNDS], lb;
 
     for (int r = 0; r < st->R; ++r) {
-        floors[r] = w->floor[r];
+        floors[r] = w->bd.floor[r];
         if (w->top[r] >= 0) {
             floors[r] = dmax(floors[r], leaf_floor(st, w, r, w->top[r]));
         }
     }
-    lb = routing_bound(st, split, floors);
+    lb = routing_bound(st, &w->bd, floors);
     if (lb < st->cutoff) {
         return 0;
     }
@@ -949,7 +971,7 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
                   st->rc_leaves ? "recomputed" : "kept where they fit");
     }
     for (; k < in->nseqs; ++k) {
-        if (w.on && (k - split) % NEST_WATCH_EVERY == 0 && watch_abandon(st, &w, split)) {
+        if (w.on && (k - split) % NEST_WATCH_EVERY == 0 && watch_abandon(st, &w)) {
             return -1;
         }
         if (!route_short(st, in->order[k], rmax)) {
