@@ -858,9 +858,10 @@ static double leaf_floor(const nest_state_t *st, const nest_watch_t *w, int r, i
     return dmax(rd->leaf1[j], rd->leaf2[j]) - take * (1.0 + 1e-9);
 }
 
-/* Abandon now? The bound of routing_bound with each round's floor raised to
- * its slowest leaf's leaf_floor. */
-static int watch_abandon(const nest_state_t *st, const nest_watch_t *w)
+/* Abandon now (before the k-th sequence of the batch order)? The bound of
+ * routing_bound with each round's floor raised to its slowest leaf's
+ * leaf_floor. */
+static int watch_abandon(const nest_state_t *st, const nest_watch_t *w, int k)
 {
     double floors[NSP_PLANNER_DEFAULT_MAX_ROUNDS], lb;
 
@@ -874,8 +875,8 @@ static int watch_abandon(const nest_state_t *st, const nest_watch_t *w)
     if (lb < st->cutoff) {
         return 0;
     }
-    NSP_DEBUG("routing: %d rounds: bound %.6f >= %.6f s per layer: abandoned", st->R, lb,
-              st->cutoff);
+    NSP_DEBUG("routing: %d rounds: bound %.6f >= %.6f s per layer: abandoned before "
+              "sequence %d of %d", st->R, lb, st->cutoff, k, st->in->nseqs);
     return 1;
 }
 
@@ -971,7 +972,7 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
                   st->rc_leaves ? "recomputed" : "kept where they fit");
     }
     for (; k < in->nseqs; ++k) {
-        if (w.on && (k - split) % NEST_WATCH_EVERY == 0 && watch_abandon(st, &w)) {
+        if (w.on && (k - split) % NEST_WATCH_EVERY == 0 && watch_abandon(st, &w, k)) {
             return -1;
         }
         if (!route_short(st, in->order[k], rmax)) {

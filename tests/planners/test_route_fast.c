@@ -168,6 +168,23 @@ static int same_disjoint(nsp_planner_input_t *in)
     return ok;
 }
 
+/* The batch's work (all compute on one rank, per layer) in *work; returns
+ * the fewest rounds that hold it kept (at least 1). */
+static int batch_work(const nsp_planner_input_t *in, double *work)
+{
+    double kept = 0.0;
+    int    R;
+
+    *work = 0.0;
+    for (int i = 0; i < in->nseqs; ++i) {
+        const double s = (double)in->lens[i];
+        *work += nsp_cost_comp(&in->cost, s, 1) + nsp_cost_ep_time(&in->cost, s);
+        kept  += s * in->cost.act_bytes_keep;
+    }
+    R = (int)ceil(kept / (in->mem_cap * in->cost.cluster.ranks) - 1e-12);
+    return R < 1 ? 1 : R;
+}
+
 /* The bound that abandons a routing (nsp_nest_route_all with st->cutoff):
  * for R = the fewest rounds that hold the batch kept .. 2 more, route to
  * the end and finish as the search does (unflip, single-level fix): S, its
@@ -184,16 +201,9 @@ static void bound_holds(const nsp_planner_input_t *in, bound_count_t *b)
 {
     static const double below[] = {0.995, 0.98};
     nest_state_t        st;
-    double              work = 0.0, kept = 0.0;
-    int                 R0;
+    double              work;
+    const int           R0 = batch_work(in, &work);
 
-    for (int i = 0; i < in->nseqs; ++i) {
-        const double s = (double)in->lens[i];
-        work += nsp_cost_comp(&in->cost, s, 1) + nsp_cost_ep_time(&in->cost, s);
-        kept += s * in->cost.act_bytes_keep;
-    }
-    R0 = (int)ceil(kept / (in->mem_cap * in->cost.cluster.ranks) - 1e-12);
-    R0 = R0 < 1 ? 1 : R0;
     if (nsp_nest_state_init(&st, in, NSP_ROUTE_NESTED, NSP_PLANNER_DEFAULT_MAX_ROUNDS) != NSP_OK) {
         ++b->bad;
         return;
@@ -239,16 +249,10 @@ static void bound_holds(const nsp_planner_input_t *in, bound_count_t *b)
 static int moves_lower_step(const nsp_planner_input_t *in, int *moves, int *raised)
 {
     nest_state_t st;
-    double       work = 0.0, kept = 0.0;
-    int          R, routed = 0;
+    double       work;
+    const int    R = batch_work(in, &work);
+    int          routed = 0;
 
-    for (int i = 0; i < in->nseqs; ++i) {
-        const double s = (double)in->lens[i];
-        work += nsp_cost_comp(&in->cost, s, 1) + nsp_cost_ep_time(&in->cost, s);
-        kept += s * in->cost.act_bytes_keep;
-    }
-    R = (int)ceil(kept / (in->mem_cap * in->cost.cluster.ranks) - 1e-12);
-    R = R < 1 ? 1 : R;
     if (nsp_nest_state_init(&st, in, NSP_ROUTE_NESTED, NSP_PLANNER_DEFAULT_MAX_ROUNDS) != NSP_OK) {
         return 0;
     }
