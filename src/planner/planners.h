@@ -44,8 +44,11 @@ typedef struct nsp_planner_input {
     int            plain_search;     /**< nested routing: 1 = evaluate every option
                                           and refresh every aggregate in full (no
                                           exact shortcuts, no incremental or lazy
-                                          updates, no cached per-sequence times;
-                                          tests compare the two), 0 = the default */
+                                          updates, no cached per-sequence times,
+                                          no routing abandoned on a bound; tests
+                                          compare the two), 0 = the default */
+    long          *abandoned;        /**< nested routing: if not NULL, counts the
+                                          routings abandoned on a bound (tests) */
 } nsp_planner_input_t;
 
 /** The three planners. Each returns a plan with its prediction evaluated

@@ -66,7 +66,7 @@
 /* ---- local improvement ------------------------------------------------------ */
 
 /* Flip recomputed groups back to kept where memory allows (never slower). */
-static void unflip_groups(nest_state_t *st)
+void nsp_nest_unflip_groups(nest_state_t *st)
 {
     for (int r = 0; r < st->R; ++r) {
         nest_round_t *rd = &st->round[r];
@@ -405,20 +405,34 @@ static void search_setup(const nsp_planner_input_t *in, nsp_route_mode_t mode,
 
 /* Route `trial` rounds (again with a higher target where the batch is
  * coarse); *step the best exact step of these routings, NEST_INF if none
- * held the batch; *best keeps the best assignment so far. */
+ * held the batch; *best keeps the best assignment so far. With a cutoff
+ * below NEST_INF (only where no retry can follow: see search_rounds) the
+ * routing may be abandoned: *step is then the cutoff, a value the routing
+ * would have reached or passed, and it would have held the batch. */
 static nsp_status_t route_trial(nest_state_t *st, nest_saved_t *best, const nest_search_t *se,
-                                int trial, double *step)
+                                int trial, double cutoff, double *step)
 {
     NSP_CHECK(nsp_nest_ensure_rounds(st, trial));
     st->target_floor = 0.0;
     *step = NEST_INF;
     for (int retry = 0; retry <= NEST_RETRIES; ++retry) {
         double s1;
-        if (!nsp_nest_route_all(st, trial, se->work)) {
+        int    routed;
+        st->cutoff = cutoff;
+        routed     = nsp_nest_route_all(st, trial, se->work);
+        st->cutoff = NEST_INF;
+        if (routed < 0) {
+            if (st->in->abandoned != NULL) {
+                ++*st->in->abandoned;
+            }
+            *step = cutoff;
+            break;
+        }
+        if (!routed) {
             NSP_DEBUG("routing: %d rounds cannot hold the batch", trial);
             break;
         }
-        unflip_groups(st);
+        nsp_nest_unflip_groups(st);
         if (se->mode == NSP_ROUTE_NESTED) {
             NSP_CHECK(nsp_nest_fix_lonely_ranks(st));
         }
@@ -448,6 +462,26 @@ static nsp_status_t route_trial(nest_state_t *st, nest_saved_t *best, const nest
     return NSP_OK;
 }
 
+/* The cutoff of the `trial`-round routing of search_rounds: a step at or
+ * above it changes nothing. Only for the next round count (trial = R) after
+ * one that held the batch (prev): a step >= prev (1 - NEST_MORE_ROUNDS_GAIN)
+ * ends the search, and a step >= best->step does not replace the best; and
+ * only where no retry with a higher target can follow (retries need a
+ * coarse batch over NEST_RETRY_GAP times the bound, and the best step does
+ * not change here). The routing then need not finish: abandoning it once a
+ * bound of its final step is at the cutoff gives the same plan. NEST_INF:
+ * route to the end. */
+static double rounds_cutoff(const nest_state_t *st, const nest_saved_t *best,
+                            const nest_search_t *se, int trial, int R, double prev)
+{
+    if (st->in->plain_search || se->mode != NSP_ROUTE_NESTED || trial != R ||
+        prev >= NEST_INF || best->step >= NEST_INF ||
+        (se->coarse && best->step > NEST_RETRY_GAP * se->bound)) {
+        return NEST_INF;
+    }
+    return dmax(best->step, prev * (1.0 - NEST_MORE_ROUNDS_GAIN));
+}
+
 /* The search over round counts (see search_setup); the best in *best. */
 static nsp_status_t search_rounds(nest_state_t *st, nest_saved_t *best, const nest_search_t *se)
 {
@@ -468,7 +502,8 @@ static nsp_status_t search_rounds(nest_state_t *st, nest_saved_t *best, const ne
             trial = 1;
         }
         tried_one |= trial == 1;
-        NSP_CHECK(route_trial(st, best, se, trial, &step));
+        NSP_CHECK(route_trial(st, best, se, trial, rounds_cutoff(st, best, se, trial, R, prev),
+                              &step));
         if (step >= NEST_INF) {
             if (trial == R) {
                 ++R;
@@ -509,7 +544,7 @@ static nsp_status_t polish_best(nest_state_t *st, const nest_saved_t *best,
     if (best->step > NEST_LOCAL_GAP * se->bound) {
         nsp_nest_local_moves(st);   /* near the bound there is nothing left to gain */
     }
-    unflip_groups(st);
+    nsp_nest_unflip_groups(st);
     if (se->mode == NSP_ROUTE_NESTED) {
         NSP_CHECK(nsp_nest_fix_lonely_ranks(st));
     }

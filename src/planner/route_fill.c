@@ -637,7 +637,251 @@ double nsp_nest_state_step(const nest_state_t *st)
     return step;
 }
 
-/* Route the whole batch in R rounds; 0 if some sequence found no place. */
+/* The least per-rank L1 sequence i adds at level l, kept or recomputed. */
+static double d1_least(const nest_state_t *st, int i, int l)
+{
+    return dmin(nsp_nest_d1_bound(st, i, l, 0), nsp_nest_d1_bound(st, i, l, 1));
+}
+
+/* A lower bound of round r's slowest rank at the end of this routing, after
+ * phase 1: the largest sum over a rank's path of the groups' per-rank L1 at
+ * the flag that makes it least (round_exact's compute, exchange and ring of
+ * a group are at least its add1 at its final flag, a rank's time is at least
+ * the sum of its groups' L1, and groups only gain sequences until
+ * nsp_nest_fix_lonely_ranks). That fix moves leaf sequences of the round,
+ * shortest first and never a leaf's last one, so a leaf keeps its longest
+ * (the first it got: the batch order is longest first): a leaf counts only
+ * that one, at least d1_least. The groups above the leaves keep their
+ * members (see routing_bound). Scratch:
+ * st->xterm (nnodes <= 2 ranks: each degree divides the next and is larger). */
+static double round_floor(const nest_state_t *st, int r)
+{
+    const nest_shape_t *sh = &st->sh;
+    const nest_round_t *rd = &st->round[r];
+    double             *up = st->xterm;
+    double              worst = 0.0;
+
+    for (int n = sh->off[0]; n < sh->off[0] + sh->ng[0]; ++n) {
+        up[n] = 0.0;
+        for (int i = rd->node[n].head; i >= 0; i = st->next[i]) {
+            up[n] = dmax(up[n], d1_least(st, i, 0));   /* its longest stays */
+        }
+    }
+    for (int l = 1; l < sh->nl; ++l) {
+        for (int n = sh->off[l]; n < sh->off[l] + sh->ng[l]; ++n) {
+            nest_node_t k = rd->node[n], c = rd->node[n];
+            double      below = 0.0;
+            k.rc = 0;
+            c.rc = 1;
+            nsp_nest_node_adds(st, l, &k);
+            nsp_nest_node_adds(st, l, &c);
+            for (int q = sh->first_child[n]; q < sh->first_child[n] + sh->nchild[n]; ++q) {
+                below = dmax(below, up[q]);
+            }
+            up[n] = dmin(k.add1, c.add1) + below;
+        }
+    }
+    for (int q = 0; q < sh->nroots; ++q) {
+        worst = dmax(worst, up[sh->roots[q]]);
+    }
+    return worst;
+}
+
+/* What routing_bound takes from the state after phase 1 (it does not change
+ * during phase 2: the rest go on the leaves). */
+typedef struct nest_bound {
+    double area;                                   /* A, rank-seconds per layer */
+    double a_r[NSP_PLANNER_DEFAULT_MAX_ROUNDS];    /* the placed ones' part per round */
+    double floor[NSP_PLANNER_DEFAULT_MAX_ROUNDS];  /* round_floor after phase 1 */
+    int    nused;                                  /* max(U, 1) */
+} nest_bound_t;
+
+/* A lower bound of the exact step (nsp_nest_state_exact) that this routing
+ * of R rounds can end with, after phase 1 (the first `split` sequences of
+ * the batch order placed; the others will go on the leaves), seconds per
+ * layer. Why it is one:
+ *  - a rank's exact time in a round is nsp_cost_rank_time(C, Kp, Ks) =
+ *    max(C, Kp) + (1-eta) min(C, Kp) + Ks >= C + (1-eta)(Kp + Ks), and a
+ *    round's slowest rank M_r is at least the mean over the N ranks, so at
+ *    least X_r = (the sum over its groups of deg * (C + (1-eta) K)) / N;
+ *  - a group's C + (1-eta) K per rank (round_exact: compute, ep, transfer
+ *    CPU >= 0, a2a bytes / B(u) + latency >= 0, ring time linear in its
+ *    tokens + latency >= 0) is at least the sum over its sequences of
+ *    nsp_nest_d1_bound at its flag, so at least d1_least (the flag may
+ *    still change: flips, unflip_groups);
+ *  - a sequence keeps its round and level from its placement to the end of
+ *    the routing (phase 1 places each long sequence once, flips change only
+ *    the flag; phase 2 and nsp_nest_fix_lonely_ranks place and move only on
+ *    the leaves of one round), so with A the sum over placed ones of
+ *    deg(l) * d1_least(l) and over the others of deg[0] * d1_least(0), the
+ *    X_r sum to at least A / N, and X_r >= a_r (round r's placed ones / N);
+ *  - M_r >= m_r = round_floor(r); so sum M_r >= sum max(m_r, X_r) >=
+ *    max(sum max(m_r, a_r), A / N);
+ *  - a round used now stays used (sequences are only added; the single-level
+ *    fix takes a sequence only from a leaf that keeps another one), and each
+ *    used round costs rfix: at least max(U, 1) of them (U used now, one if
+ *    any sequence is left).
+ * The 1e-6 margin of nsp_nest_d1_bound and the final 1e-9 cover rounding.
+ * This part fills bd once, after phase 1; routing_bound combines. */
+static void routing_bound_init(const nest_state_t *st, int split, nest_bound_t *bd)
+{
+    const nsp_planner_input_t *in = st->in;
+    const nest_shape_t        *sh = &st->sh;
+
+    memset(bd, 0, sizeof(*bd));
+    for (int k = 0; k < in->nseqs; ++k) {
+        const int i = in->order[k];
+        if (k < split) {
+            const int    r = st->loc[i] / sh->nnodes, l = sh->level[st->loc[i] % sh->nnodes];
+            const double ai = sh->deg[l] * d1_least(st, i, l);
+            bd->nused += bd->a_r[r] == 0.0;
+            bd->a_r[r] += ai;
+            bd->area   += ai;
+        } else {
+            bd->area += sh->deg[0] * d1_least(st, i, 0);
+        }
+    }
+    if (bd->nused == 0 && split < in->nseqs) {
+        bd->nused = 1;
+    }
+    for (int r = 0; r < st->R; ++r) {
+        bd->floor[r] = round_floor(st, r);
+    }
+}
+
+/* The bound itself, with each round's floor raised to floors[r] (a lower
+ * bound of its final slowest rank known later, or bd->floor). */
+static double routing_bound(const nest_state_t *st, const nest_bound_t *bd,
+                            const double *floors)
+{
+    double peaks = 0.0;
+
+    for (int r = 0; r < st->R; ++r) {
+        peaks += dmax(floors[r], bd->a_r[r] / st->sh.ranks);
+    }
+    return (dmax(peaks, bd->area / st->sh.ranks) + bd->nused * st->rfix) * (1.0 - 1e-9);
+}
+
+/* Will phase 2 place every short sequence (k >= split)? Sufficient, on
+ * leaves of one rank: a leaf with cap - leafm >= s a_rc free takes s
+ * recomputed (flipping it only frees memory), route_short tries that in
+ * every round when nothing kept fits, and a placement lowers a leaf's free
+ * memory by at most s a_keep. So if the free memory over the R * ng0 leaves
+ * (`left_free`), less every short sequence's kept bytes (`demand`), is
+ * above R * ng0 times the largest short need recomputed, some leaf still
+ * has that need free when each sequence comes (pigeonhole). */
+static int leaves_hold(const nest_state_t *st, int split, double left_free, double demand)
+{
+    const nsp_planner_input_t *in = st->in;
+    double                     need = 0.0;
+
+    if (st->sh.deg[0] != 1) {
+        return 0;
+    }
+    for (int k = split; k < in->nseqs; ++k) {
+        need = dmax(need, (double)in->lens[in->order[k]] * nsp_nest_mem_per_token(st, 0, 1));
+    }
+    return (left_free - demand) * (1.0 - 1e-9) >
+           (1.0 + 1e-6) * need * st->sh.ng[0] * (double)st->R;
+}
+
+/* Phase 2 checks whether it can stop every this many placements. */
+#define NEST_WATCH_EVERY 64
+
+/* What phase 2 keeps to abandon a routing whose step cannot reach below
+ * st->cutoff (nsp_nest_route_all). */
+typedef struct nest_watch {
+    int          on;    /* 1: the routing holds the batch and nothing is recomputed */
+    nest_bound_t bd;
+    int    empty[NSP_PLANNER_DEFAULT_MAX_ROUNDS];  /* empty leaves of each round */
+    int    top[NSP_PLANNER_DEFAULT_MAX_ROUNDS];    /* leaf that set rmax last, -1 */
+} nest_watch_t;
+
+/* After phase 1: is the watch on, and abandon at once? Only without
+ * recomputation (rc_below, rc_leaves, a recomputed group: unflip_groups could
+ * lower a load) and where leaves_hold proves phase 2 will place everything. */
+static void watch_init(const nest_state_t *st, nest_watch_t *w, int split, double left_free,
+                       double demand)
+{
+    const nest_shape_t *sh = &st->sh;
+
+    w->on = st->cutoff < NEST_INF && !st->in->plain_search && st->rc_below == 0 &&
+            !st->rc_leaves && leaves_hold(st, split, left_free, demand);
+    for (int r = 0; r < st->R && w->on; ++r) {
+        const nest_round_t *rd = &st->round[r];
+        w->empty[r] = 0;
+        w->top[r]   = -1;
+        for (int n = 0; n < sh->nnodes; ++n) {
+            w->on &= !rd->node[n].rc;
+            w->empty[r] += sh->level[n] == 0 && rd->node[n].nseq == 0;
+        }
+    }
+    if (w->on) {
+        routing_bound_init(st, split, &w->bd);
+    }
+}
+
+/* After sequence i went on a leaf: empty leaves, the slowest leaf, flags. */
+static void watch_placed(const nest_state_t *st, nest_watch_t *w, int i, const double *rmax)
+{
+    const int           r = st->loc[i] / st->sh.nnodes, n = st->loc[i] % st->sh.nnodes;
+    const nest_round_t *rd = &st->round[r];
+    const int           j = n - st->sh.off[0];
+
+    w->on &= !rd->node[n].rc;
+    w->empty[r] -= rd->node[n].nseq == 1;
+    if (dmax(rd->leaf1[j], rd->leaf2[j]) >= rmax[r]) {
+        w->top[r] = j;
+    }
+}
+
+/* A lower bound of the final time of leaf j's rank in round r: its L1 and L2
+ * now (the leaf phase's absolute values: loads only grow until the end of
+ * phase 2) less what nsp_nest_fix_lonely_ranks can take from its leaf: the
+ * leaf's shortest sequences, never its last one, at most one per empty leaf
+ * of the round (a lonely rank's leaf is empty; leaves only fill), so at
+ * most min(all but the longest, E / cnt of the total) of the compute on it
+ * now (the E shortest average at most the mean; sequences still to come
+ * are shorter than any there and only add to what is left). */
+static double leaf_floor(const nest_state_t *st, const nest_watch_t *w, int r, int j)
+{
+    const nest_round_t *rd = &st->round[r];
+    const nest_node_t  *nd = &rd->node[st->sh.off[0] + j];
+    double              total = 0.0, longest = 0.0, take;
+
+    for (int i = nd->head; i >= 0; i = st->next[i]) {
+        const double c = st->comp1[i] + st->cost->ep_s_per_token * (double)st->in->lens[i];
+        total  += c;
+        longest = dmax(longest, c);
+    }
+    take = dmin(total - longest, nd->nseq > 0 ? w->empty[r] * total / nd->nseq : 0.0);
+    return dmax(rd->leaf1[j], rd->leaf2[j]) - take * (1.0 + 1e-9);
+}
+
+/* Abandon now (before the k-th sequence of the batch order)? The bound of
+ * routing_bound with each round's floor raised to its slowest leaf's
+ * leaf_floor. */
+static int watch_abandon(const nest_state_t *st, const nest_watch_t *w, int k)
+{
+    double floors[NSP_PLANNER_DEFAULT_MAX_ROUNDS], lb;
+
+    for (int r = 0; r < st->R; ++r) {
+        floors[r] = w->bd.floor[r];
+        if (w->top[r] >= 0) {
+            floors[r] = dmax(floors[r], leaf_floor(st, w, r, w->top[r]));
+        }
+    }
+    lb = routing_bound(st, &w->bd, floors);
+    if (lb < st->cutoff) {
+        return 0;
+    }
+    NSP_DEBUG("routing: %d rounds: bound %.6f >= %.6f s per layer: abandoned before "
+              "sequence %d of %d", st->R, lb, st->cutoff, k, st->in->nseqs);
+    return 1;
+}
+
+/* Route the whole batch in R rounds; 0 if some sequence found no place, -1
+ * if abandoned after phase 1 (st->cutoff). */
 int nsp_nest_route_all(nest_state_t *st, int R, double work)
 {
     const nsp_planner_input_t *in = st->in;
@@ -645,6 +889,7 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
     double                     rmax[NSP_PLANNER_DEFAULT_MAX_ROUNDS];
     double                     reserve = 0.0;
     int                        k, split = in->nseqs;
+    nest_watch_t               w;
 
     st->R        = R;
     st->rc_below = 0;
@@ -721,15 +966,22 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
             demand += (double)in->lens[in->order[q]] * st->a_keep;
         }
         st->rc_leaves = demand > NEST_LEAF_FILL * left_free;
+        watch_init(st, &w, split, left_free, demand);
         NSP_TRACE("routing: %d rounds: %d long sequences; the short ones need %.1f GB kept, "
                   "%.1f GB free on the leaves: %s", R, split, demand / 1e9, left_free / 1e9,
                   st->rc_leaves ? "recomputed" : "kept where they fit");
     }
     for (; k < in->nseqs; ++k) {
+        if (w.on && (k - split) % NEST_WATCH_EVERY == 0 && watch_abandon(st, &w, k)) {
+            return -1;
+        }
         if (!route_short(st, in->order[k], rmax)) {
             NSP_DEBUG("routing: %d rounds: no leaf for sequence %d (%lld tokens)", R,
                       in->order[k], (long long)in->lens[in->order[k]]);
             return 0;
+        }
+        if (w.on) {
+            watch_placed(st, &w, in->order[k], rmax);
         }
     }
     for (int r = 0; r < R; ++r) {

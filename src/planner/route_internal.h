@@ -186,6 +186,8 @@ typedef struct nest_state {
                                             balanced round time, raised as comm and
                                             recomputation add area */
     double                     target_floor; /* the target never drops below this */
+    double                     cutoff;   /* abandon a routing whose exact step cannot be
+                                            below this (nsp_nest_route_all), per layer */
     double                     a_placed; /* rank-seconds per layer placed so far */
     double                     w_left;   /* least rank-seconds of the sequences left */
     long                       trials;   /* local-search trials left */
@@ -282,11 +284,17 @@ int nsp_nest_eval_option(const nest_state_t *st, int i, int r, int n, int rc, do
 void nsp_nest_state_clear(nest_state_t *st);
 /** Step of the state per layer: sum of the used rounds' maxima and fixed costs. */
 double nsp_nest_state_step(const nest_state_t *st);
-/** Route the whole batch in R rounds; 0 if some sequence found no place. */
+/** Route the whole batch in R rounds: 1 if routed, 0 if some sequence found
+ *  no place, -1 if abandoned after its long sequences because a bound shows
+ *  that it holds the batch and ends with an exact step >= st->cutoff
+ *  (NEST_INF: never; nor under plain_search). */
 int nsp_nest_route_all(nest_state_t *st, int R, double work);
 /** Exact per-layer step (pipelined only where each rank holds another
  *  level), round fixed costs included (scratch: st->xlev, st->xterm). */
 double nsp_nest_state_exact(const nest_state_t *st);
+/** Flip recomputed groups back to kept where memory allows (route.c; never
+ *  slower). */
+void nsp_nest_unflip_groups(nest_state_t *st);
 /** Local moves (route.c): move sequences off each round's slowest rank to
  *  the place that lowers the step (round fixed costs included on both
  *  sides) most, while it drops and st->trials lasts; every accepted move

@@ -669,6 +669,7 @@ nsp_status_t nsp_nest_state_init(nest_state_t *st, const nsp_planner_input_t *in
 
     memset(st, 0, sizeof(*st));
     st->only_level = -1;
+    st->cutoff     = NEST_INF;
     st->in     = in;
     st->cost   = &in->cost;
     st->mode   = mode;

@@ -16,6 +16,12 @@
  * mode (the disjoint planner's greedy) the same assignment and step. It
  * times nothing.
  *
+ * The routing abandoned on a bound (nsp_nest_route_all with a cutoff): the
+ * comparison above covers it (plain_search routes to the end) and counts the
+ * abandoned routings; on every routed batch, 1-3 round counts and round
+ * costs 0, 1x and 4x the model's, the bound never exceeds the routing's
+ * exact step, and a routing abandoned below it is one that holds the batch.
+ *
  * The local moves, one trial at a time from a routed state, never raise the
  * step the state reports (round fixed costs included): a move's step before
  * and after are counted the same way.
@@ -109,15 +115,18 @@ static int batch_fits(const nsp_planner_input_t *in)
     return 1;
 }
 
-/* Nested both ways: 1 if the plans are the same (or both fail alike). */
-static int same_nested(nsp_planner_input_t *in)
+/* Nested both ways: 1 if the plans are the same (or both fail alike);
+ * *abandoned counts the fast search's routings abandoned on a bound. */
+static int same_nested(nsp_planner_input_t *in, long *abandoned)
 {
     nsp_plan_t  *fast = NULL, *plain = NULL;
     nsp_status_t sf, sp;
     int          ok;
 
     in->plain_search = 0;
+    in->abandoned    = abandoned;
     sf = nsp_planner_nested(in, &fast);
+    in->abandoned    = NULL;
     in->plain_search = 1;
     sp = nsp_planner_nested(in, &plain);
     in->plain_search = 0;
@@ -159,6 +168,79 @@ static int same_disjoint(nsp_planner_input_t *in)
     return ok;
 }
 
+/* The batch's work (all compute on one rank, per layer) in *work; returns
+ * the fewest rounds that hold it kept (at least 1). */
+static int batch_work(const nsp_planner_input_t *in, double *work)
+{
+    double kept = 0.0;
+    int    R;
+
+    *work = 0.0;
+    for (int i = 0; i < in->nseqs; ++i) {
+        const double s = (double)in->lens[i];
+        *work += nsp_cost_comp(&in->cost, s, 1) + nsp_cost_ep_time(&in->cost, s);
+        kept  += s * in->cost.act_bytes_keep;
+    }
+    R = (int)ceil(kept / (in->mem_cap * in->cost.cluster.ranks) - 1e-12);
+    return R < 1 ? 1 : R;
+}
+
+/* The bound that abandons a routing (nsp_nest_route_all with st->cutoff):
+ * for R = the fewest rounds that hold the batch kept .. 2 more, route to
+ * the end and finish as the search does (unflip, single-level fix): S, its
+ * exact step. Route again with the cutoff just above S: a bound above S
+ * would abandon it (it must not: the bound is <= S at every check); with the
+ * cutoff at 0.995 S and 0.98 S an abandoned routing must be one that held
+ * the batch. b->tried counts routings checked, b->low those abandoned below
+ * S, b->bad the violations. */
+typedef struct bound_count {
+    int tried, low, bad;
+} bound_count_t;
+
+static void bound_holds(const nsp_planner_input_t *in, bound_count_t *b)
+{
+    static const double below[] = {0.995, 0.98};
+    nest_state_t        st;
+    double              work;
+    const int           R0 = batch_work(in, &work);
+
+    if (nsp_nest_state_init(&st, in, NSP_ROUTE_NESTED, NSP_PLANNER_DEFAULT_MAX_ROUNDS) != NSP_OK) {
+        ++b->bad;
+        return;
+    }
+    for (int R = R0; R < R0 + 3 && R <= NSP_PLANNER_DEFAULT_MAX_ROUNDS; ++R) {
+        double S;
+        int    held;
+        st.target_floor = 0.0;
+        st.cutoff       = NEST_INF;
+        if (nsp_nest_ensure_rounds(&st, R) != NSP_OK) {
+            ++b->bad;
+            break;
+        }
+        held = nsp_nest_route_all(&st, R, work);
+        if (held != 1) {
+            continue;
+        }
+        nsp_nest_unflip_groups(&st);
+        if (nsp_nest_fix_lonely_ranks(&st) != NSP_OK) {
+            ++b->bad;
+            break;
+        }
+        S = nsp_nest_state_exact(&st);
+        ++b->tried;
+        st.cutoff = S * (1.0 + 1e-12);
+        b->bad += nsp_nest_route_all(&st, R, work) < 0;
+        for (int c = 0; c < 2; ++c) {
+            int got;
+            st.cutoff = below[c] * S;
+            got       = nsp_nest_route_all(&st, R, work);
+            b->low   += got < 0;
+            b->bad   += got == 0;   /* the same routing held the batch above */
+        }
+    }
+    nsp_nest_state_free(&st);
+}
+
 /* Route in[]'s batch (nested, the fewest rounds that hold it kept, or up
  * to 3 more), then run the local moves one trial at a time: *moves counts
  * the trials that changed the step, *raised those that made it larger. 0 if
@@ -167,16 +249,10 @@ static int same_disjoint(nsp_planner_input_t *in)
 static int moves_lower_step(const nsp_planner_input_t *in, int *moves, int *raised)
 {
     nest_state_t st;
-    double       work = 0.0, kept = 0.0;
-    int          R, routed = 0;
+    double       work;
+    const int    R = batch_work(in, &work);
+    int          routed = 0;
 
-    for (int i = 0; i < in->nseqs; ++i) {
-        const double s = (double)in->lens[i];
-        work += nsp_cost_comp(&in->cost, s, 1) + nsp_cost_ep_time(&in->cost, s);
-        kept += s * in->cost.act_bytes_keep;
-    }
-    R = (int)ceil(kept / (in->mem_cap * in->cost.cluster.ranks) - 1e-12);
-    R = R < 1 ? 1 : R;
     if (nsp_nest_state_init(&st, in, NSP_ROUTE_NESTED, NSP_PLANNER_DEFAULT_MAX_ROUNDS) != NSP_OK) {
         return 0;
     }
@@ -203,8 +279,10 @@ int main(int argc, char **argv)
     int       batches = 0, nested_same = 0, ring_same = 0, disjoint_same = 0;
     int       nested_runs = 0, ring_runs = 0, disjoint_runs = 0;
     int       move_runs = 0, moves = 0, raised = 0;
+    long      abandoned = 0;
+    bound_count_t bound = {0, 0, 0};
 
-    tap_plan(5);
+    tap_plan(7);
     for (int seed = 1; seed <= seeds; ++seed) {
         uint64_t            state = 0x5eedf00dULL * (uint64_t)seed;
         const int           ranks = ranks_choices[pc_next(&state) % 6];
@@ -222,17 +300,24 @@ int main(int argc, char **argv)
             continue;
         }
         ++batches;
+        /* the fixed cost of a round: the model's, none, or four times it
+         * (more rounds are then tried, and abandoned) */
+        const double        round_scale = (double)(seed % 3 == 0 ? 0 : seed % 3 == 1 ? 1 : 4);
         if (make_input(ranks, 0, lens, n, order, &in) && batch_fits(&in)) {
+            in.cost.round_s *= round_scale;
             ++nested_runs;
-            nested_same += same_nested(&in);
+            nested_same += same_nested(&in, &abandoned);
             ++disjoint_runs;
             disjoint_same += same_disjoint(&in);
             move_runs += moves_lower_step(&in, &moves, &raised);
+            bound_holds(&in, &bound);
         }
         if (make_input(ranks, 1, lens, n, order, &in) && batch_fits(&in)) {
+            in.cost.round_s *= round_scale;
             ++ring_runs;
-            ring_same += same_nested(&in);
+            ring_same += same_nested(&in, &abandoned);
             move_runs += moves_lower_step(&in, &moves, &raised);
+            bound_holds(&in, &bound);
         }
         free(lens);
         free(order);
@@ -252,5 +337,12 @@ int main(int argc, char **argv)
     tap_ok(move_runs > 0 && moves > 0 && raised == 0,
            "local moves on %d routed batches (with and without rings): %d of %d moves raised "
            "the step (round fixed costs included)", move_runs, raised, moves);
+    tap_ok(abandoned > 0, "the shortcuts' plans above include %ld routings abandoned on a "
+           "bound (the plain search routes them to the end)", abandoned);
+    tap_ok(bound.tried > 0 && bound.low > 0 && bound.bad == 0,
+           "the bound that abandons a routing is <= its exact step: %d routings (the fewest "
+           "rounds and 2 more, with and without rings, round costs 0, 1x, 4x): none abandoned "
+           "at its step, %d abandoned at 0.995 or 0.98 of it and held the batch, %d violations",
+           bound.tried, bound.low, bound.bad);
     return tap_done();
 }
