@@ -773,14 +773,15 @@ static double routing_bound(const nest_state_t *st, const nest_bound_t *bd,
 static int leaves_hold(const nest_state_t *st, int split, double left_free, double demand)
 {
     const nsp_planner_input_t *in = st->in;
-    double                     need = 0.0;
+    double                     need;
 
     if (st->sh.deg[0] != 1) {
         return 0;
     }
-    for (int k = split; k < in->nseqs; ++k) {
-        need = dmax(need, (double)in->lens[in->order[k]] * nsp_nest_mem_per_token(st, 0, 1));
-    }
+    /* the batch order is longest first: the first short sequence needs most */
+    need = split < in->nseqs
+               ? (double)in->lens[in->order[split]] * nsp_nest_mem_per_token(st, 0, 1)
+               : 0.0;
     return (left_free - demand) * (1.0 - 1e-9) >
            (1.0 + 1e-6) * need * st->sh.ng[0] * (double)st->R;
 }
