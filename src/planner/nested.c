@@ -14,14 +14,16 @@
 
 #include <string.h>
 
-static nsp_status_t route_tree(const nsp_planner_input_t *in, nsp_plan_t **plan)
+static nsp_status_t route_tree(const nsp_planner_input_t *in, nsp_route_hint_t *make,
+                               const nsp_route_hint_t *use, nsp_plan_t **plan)
 {
     nsp_route_assign_t a;
     nsp_status_t       status;
     double             step_s = 0.0;
 
     NSP_CHECK(nsp_route_assign_alloc(&a, in->nseqs));
-    NSP_CHECK_GOTO(nsp_route(in, NSP_ROUTE_NESTED, &a, &step_s), status, out_free);
+    NSP_CHECK_GOTO(nsp_route_shared(in, NSP_ROUTE_NESTED, make, use, &a, &step_s), status,
+                   out_free);
     status = nsp_route_plan(in, "nested", &a, 1, 0u, plan);
 out_free:
     nsp_route_assign_free(&a);
@@ -57,13 +59,18 @@ nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan
 {
     nsp_planner_input_t uly;
     nsp_plan_t         *ring_plan = NULL, *uly_plan = NULL;
+    nsp_route_hint_t    hint;
     nsp_status_t        ring_status, uly_status;
 
     if (!in->enable_ring || !ulysses_subtree(in, &uly)) {
-        return route_tree(in, plan);
+        return route_tree(in, NULL, NULL, plan);
     }
-    ring_status = route_tree(in, &ring_plan);
+    /* the ring tree's first routing, where it is the Ulysses tree's too,
+     * is handed over (nsp_route_hint_t): same plans, one routing less */
+    memset(&hint, 0, sizeof(hint));
+    ring_status = route_tree(in, &hint, NULL, &ring_plan);
     if (ring_status < 0 && ring_status != NSP_ERR_INFEASIBLE) {
+        nsp_route_hint_free(&hint);
         return ring_status;
     }
     /* No Ulysses-only plan can beat the ring tree's if the batch's bound
@@ -73,11 +80,13 @@ nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan
         nsp_lower_bound_cost(&in->cost, in->lens, in->nseqs, 0) > ring_plan->predicted.step_s) {
         NSP_DEBUG("nested: ring tree %.6f s is below the Ulysses-only bound: kept",
                   ring_plan->predicted.step_s);
+        nsp_route_hint_free(&hint);
         *plan = ring_plan;
         return NSP_OK;
     }
     /* a sequence too long for the Ulysses levels' memory: only the ring tree */
-    uly_status = route_tree(&uly, &uly_plan);
+    uly_status = route_tree(&uly, NULL, &hint, &uly_plan);
+    nsp_route_hint_free(&hint);
     if (uly_status < 0 && uly_status != NSP_ERR_INFEASIBLE) {
         nsp_plan_free(ring_plan);
         return uly_status;

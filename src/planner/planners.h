@@ -49,6 +49,9 @@ typedef struct nsp_planner_input {
                                           compare the two), 0 = the default */
     long          *abandoned;        /**< nested routing: if not NULL, counts the
                                           routings abandoned on a bound (tests) */
+    long          *shared;           /**< nested routing: if not NULL, counts the
+                                          routings taken from the ring tree's
+                                          search (nsp_route_hint_t; tests) */
 } nsp_planner_input_t;
 
 /** The three planners. Each returns a plan with its prediction evaluated

@@ -262,11 +262,14 @@ static void save_assignment(const nest_state_t *st, nest_saved_t *sv)
     }
 }
 
+/* The sequences go back in the caller's order: the groups' sums and links
+ * come out as the caller's labels would make them. */
 static void restore_assignment(nest_state_t *st, const nest_saved_t *sv)
 {
     st->R = sv->R;
     nsp_nest_state_clear(st);
-    for (int i = 0; i < st->in->nseqs; ++i) {
+    for (int c = 0; c < st->in->nseqs; ++c) {
+        const int i = st->by_caller != NULL ? st->by_caller[c] : c;
         const int r = sv->loc[i] / st->sh.nnodes, n = sv->loc[i] % st->sh.nnodes;
         if (st->in->plain_search) {
             nsp_nest_place(st, i, r, n, sv->rc[i], 0);
@@ -279,24 +282,29 @@ static void restore_assignment(nest_state_t *st, const nest_saved_t *sv)
     }
 }
 
+/* The state's assignment into *a, in the caller's labels (st->by_caller):
+ * written in order, read where the state keeps each sequence. */
 static void export_assignment(const nest_state_t *st, nsp_route_assign_t *a)
 {
     const nest_shape_t *sh = &st->sh;
 
     a->nrounds = st->R;
-    for (int i = 0; i < st->in->nseqs; ++i) {
-        const int r = st->loc[i] / sh->nnodes, n = st->loc[i] % sh->nnodes;
+    for (int c = 0; c < st->in->nseqs; ++c) {
+        const int k = st->by_caller != NULL ? st->by_caller[c] : c;
+        const int r = st->loc[k] / sh->nnodes, n = st->loc[k] % sh->nnodes;
         const int l = sh->level[n];
-        a->round[i] = r;
-        a->size[i]  = sh->deg[l];
-        a->rank0[i] = (n - sh->off[l]) * sh->deg[l];
-        a->rc[i]    = st->round[r].node[n].rc;
+        a->round[c] = r;
+        a->size[c]  = sh->deg[l];
+        a->rank0[c] = (n - sh->off[l]) * sh->deg[l];
+        a->rc[c]    = st->round[r].node[n].rc;
     }
 }
 
-/* The static planner's best plan on the tree's levels, as a candidate: it
- * replaces *best if exactly faster. */
-static nsp_status_t static_candidate(nest_state_t *st, nest_saved_t *best)
+/* The static planner's best plan on the tree's levels (planned on the
+ * caller's batch, caller_in), as a candidate: it replaces *best if exactly
+ * faster. */
+static nsp_status_t static_candidate(nest_state_t *st, const nsp_planner_input_t *caller_in,
+                                     nest_saved_t *best)
 {
     const nest_shape_t *sh = &st->sh;
     nsp_route_assign_t  a;
@@ -305,7 +313,7 @@ static nsp_status_t static_candidate(nest_state_t *st, nest_saved_t *best)
     nsp_status_t        status;
 
     NSP_CHECK(nsp_route_assign_alloc(&a, st->in->nseqs));
-    status = nsp_static_assign(st->in, &a, &step_s);
+    status = nsp_static_assign(caller_in, &a, &step_s);
     if (status == NSP_ERR_INFEASIBLE) {
         nsp_error_clear();
         status = NSP_OK;
@@ -322,13 +330,14 @@ static nsp_status_t static_candidate(nest_state_t *st, nest_saved_t *best)
         goto out;
     }
     cand.R = a.nrounds;
-    for (int i = 0; i < st->in->nseqs; ++i) {
-        int l = 0;
-        while (sh->deg[l] != a.size[i]) {
+    for (int c = 0; c < st->in->nseqs; ++c) {
+        const int i = st->by_caller != NULL ? st->by_caller[c] : c;
+        int       l = 0;
+        while (sh->deg[l] != a.size[c]) {
             ++l;
         }
-        cand.loc[i] = a.round[i] * sh->nnodes + sh->off[l] + a.rank0[i] / a.size[i];
-        cand.rc[i]  = a.rc[i];
+        cand.loc[i] = a.round[c] * sh->nnodes + sh->off[l] + a.rank0[c] / a.size[c];
+        cand.rc[i]  = a.rc[c];
     }
     NSP_CHECK_GOTO(nsp_nest_ensure_rounds(st, cand.R), status, out);
     restore_assignment(st, &cand);
@@ -357,6 +366,11 @@ typedef struct nest_search {
     int              r_keep;  /* fewest rounds that hold the batch kept */
     int              Rcap;    /* most rounds */
     int              coarse;  /* few whole sequences per rank */
+    int              first;   /* 1 until the first trial is routed */
+    int              nu;      /* > 0: the first routing is watched for make, whose
+                                 tree of Ulysses levels alone has nu levels */
+    nsp_route_hint_t       *make;  /* filled from the first routing if it is shared */
+    const nsp_route_hint_t *use;   /* taken as the first routing if it applies */
 } nest_search_t;
 
 /* Rounds. The search starts at the fewest rounds that hold the batch with
@@ -409,15 +423,17 @@ static void search_setup(const nsp_planner_input_t *in, nsp_route_mode_t mode,
  * below NEST_INF (only where no retry can follow: see search_rounds) the
  * routing may be abandoned: *step is then the cutoff, a value the routing
  * would have reached or passed, and it would have held the batch. */
-static nsp_status_t route_trial(nest_state_t *st, nest_saved_t *best, const nest_search_t *se,
-                                int trial, double cutoff, double *step)
+static nsp_status_t route_passes(nest_state_t *st, nest_saved_t *best, const nest_search_t *se,
+                                 int trial, double cutoff, double *step, int *passes)
 {
     NSP_CHECK(nsp_nest_ensure_rounds(st, trial));
     st->target_floor = 0.0;
-    *step = NEST_INF;
+    *step   = NEST_INF;
+    *passes = 0;
     for (int retry = 0; retry <= NEST_RETRIES; ++retry) {
         double s1;
         int    routed;
+        ++*passes;
         st->cutoff = cutoff;
         routed     = nsp_nest_route_all(st, trial, se->work);
         st->cutoff = NEST_INF;
@@ -462,6 +478,152 @@ static nsp_status_t route_trial(nest_state_t *st, nest_saved_t *best, const nest
     return NSP_OK;
 }
 
+/* ---- The first routing, shared ---------------------------------------------
+ *
+ * nested.c routes a tree with ring levels and then the same batch over its
+ * Ulysses levels alone. The smaller tree's first routing is the larger's
+ * when the larger never let a ring level matter, so the smaller search can
+ * take it instead of routing again (at 4096 ranks, a third of the planning
+ * time where both trees give the same plan). Why it is the same routing:
+ *  - the shapes: the ring levels are the top ones, each twice the degree
+ *    below and the top one all ranks, over a power of two of top Ulysses
+ *    groups (ring_levels_shareable). The larger tree's ring levels then
+ *    form the same complete binary tree over those groups as the smaller
+ *    tree's virtual tree over its roots, in the same order, so every
+ *    aggregate and every descent (nsp_nest_find_group, the round maxima)
+ *    reads the same values while the ring groups are empty (their adds are
+ *    exact zeros, and x + 0.0 is x). The Ulysses levels have the same
+ *    degrees, costs and node numbers (level by level from the leaves);
+ *  - the search: the same batch and order, the same constants (work,
+ *    bound, r_keep, Rcap, coarse: checked) and the same first trial, so
+ *    the same target, reserve, split and recomputation threshold, and the
+ *    same retries (none: the routing is shared only if it had one pass);
+ *  - the routing: phase 1 (route_long) is the only place a ring level can
+ *    be chosen. Watched (st->share_nu), it must try the same Ulysses levels
+ *    as the smaller tree would (its level range clipped to them equals the
+ *    smaller tree's range), and no option at a ring level may change the
+ *    best one at any point of the scan: removing options that never became
+ *    the running best leaves every comparison of the scan as it was.
+ *    Phase 2, the single-level fix and unflip_groups act on leaves and
+ *    nonempty groups only; the exact evaluation walks the nonempty groups
+ *    in node order.
+ * The exact step is taken as the larger tree computed it (the same groups
+ * summed in the same order). plain_search shares nothing (tests compare). */
+
+/* Can the tree's first routing be shared with its Ulysses levels alone?
+ * Returns their number, 0 if not (see above). */
+static int ring_levels_shareable(const nest_shape_t *sh)
+{
+    int nu = 0;
+
+    while (nu < sh->nl && sh->ring[nu] <= 1) {
+        ++nu;
+    }
+    if (nu == 0 || nu == sh->nl || sh->ng[sh->nl - 1] != 1 ||
+        (sh->ng[nu - 1] & (sh->ng[nu - 1] - 1)) != 0) {
+        return 0;
+    }
+    for (int l = nu; l < sh->nl; ++l) {
+        if (sh->ring[l] <= 1 || sh->deg[l] != 2 * sh->deg[l - 1]) {
+            return 0;
+        }
+    }
+    return nu;
+}
+
+static int hint_applies(const nest_state_t *st, const nest_search_t *se, int trial)
+{
+    const nsp_route_hint_t *h = se->use;
+
+    return h != NULL && h->valid && se->first && se->mode == NSP_ROUTE_NESTED &&
+           !st->in->plain_search && st->only_level < 0 && h->nlevels == st->sh.nl &&
+           h->trial == trial && h->work == se->work && h->bound == se->bound &&
+           h->r_keep == se->r_keep && h->Rcap == se->Rcap && h->coarse == se->coarse;
+}
+
+/* The routing the hint holds, as if routed here. */
+static nsp_status_t take_hint(nest_state_t *st, nest_saved_t *best, const nest_search_t *se,
+                              int trial, double *step)
+{
+    const nsp_route_hint_t *h = se->use;
+
+    NSP_CHECK(nsp_nest_ensure_rounds(st, trial));
+    *step = h->step;
+    if (h->step < best->step) {
+        best->step = h->step;
+        best->R    = trial;
+        memcpy(best->loc, h->loc, sizeof(int) * (size_t)st->in->nseqs);
+        memcpy(best->rc, h->rc, sizeof(int) * (size_t)st->in->nseqs);
+    }
+    NSP_DEBUG("routing (nested): %d rounds: the ring tree's routing, shared: %.6f s per layer",
+              trial, h->step);
+    return NSP_OK;
+}
+
+/* Fill se->make from the first routing (its assignment is *best). */
+static nsp_status_t make_hint(const nest_state_t *st, const nest_saved_t *best,
+                              const nest_search_t *se, int trial, double step)
+{
+    nsp_route_hint_t *h = se->make;
+    const size_t      n = (size_t)(st->in->nseqs > 0 ? st->in->nseqs : 1);
+    const int         nn = st->sh.off[se->nu - 1] + st->sh.ng[se->nu - 1];  /* its nodes */
+
+    nsp_route_hint_free(h);
+    h->loc = malloc(sizeof(int) * n);
+    h->rc  = malloc(sizeof(int) * n);
+    if (h->loc == NULL || h->rc == NULL) {
+        nsp_route_hint_free(h);
+        return nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate %d sequences",
+                         st->in->nseqs);
+    }
+    for (int k = 0; k < st->in->nseqs; ++k) {
+        h->loc[k] = best->loc[k] / st->sh.nnodes * nn + best->loc[k] % st->sh.nnodes;
+        h->rc[k]  = best->rc[k];
+    }
+    h->nlevels     = se->nu;
+    h->trial       = trial;
+    h->first_trial = trial;
+    h->step        = step;
+    h->work        = se->work;
+    h->bound       = se->bound;
+    h->r_keep      = se->r_keep;
+    h->Rcap        = se->Rcap;
+    h->coarse      = se->coarse;
+    h->valid       = 1;
+    return NSP_OK;
+}
+
+void nsp_route_hint_free(nsp_route_hint_t *h)
+{
+    free(h->loc);
+    free(h->rc);
+    memset(h, 0, sizeof(*h));
+}
+
+/* One trial of search_rounds (route_passes), its first taken from or shared
+ * with a hint where that is exact. */
+static nsp_status_t route_trial(nest_state_t *st, nest_saved_t *best, const nest_search_t *se,
+                                int trial, double cutoff, double *step)
+{
+    const int watch = se->first && se->make != NULL && se->nu > 0 && cutoff >= NEST_INF;
+    int       passes;
+
+    if (hint_applies(st, se, trial)) {
+        if (st->in->shared != NULL) {
+            ++*st->in->shared;
+        }
+        return take_hint(st, best, se, trial, step);
+    }
+    st->share_nu     = watch ? se->nu : 0;
+    st->share_broken = 0;
+    NSP_CHECK(route_passes(st, best, se, trial, cutoff, step, &passes));
+    st->share_nu = 0;
+    if (watch && passes == 1 && !st->share_broken && *step < NEST_INF && best->step == *step) {
+        NSP_CHECK(make_hint(st, best, se, trial, *step));
+    }
+    return NSP_OK;
+}
+
 /* The cutoff of the `trial`-round routing of search_rounds: a step at or
  * above it changes nothing. Only for the next round count (trial = R) after
  * one that held the batch (prev): a step >= prev (1 - NEST_MORE_ROUNDS_GAIN)
@@ -483,7 +645,7 @@ static double rounds_cutoff(const nest_state_t *st, const nest_saved_t *best,
 }
 
 /* The search over round counts (see search_setup); the best in *best. */
-static nsp_status_t search_rounds(nest_state_t *st, nest_saved_t *best, const nest_search_t *se)
+static nsp_status_t search_rounds(nest_state_t *st, nest_saved_t *best, nest_search_t *se)
 {
     const int N = st->sh.ranks;
     double    prev = NEST_INF;
@@ -504,6 +666,7 @@ static nsp_status_t search_rounds(nest_state_t *st, nest_saved_t *best, const ne
         tried_one |= trial == 1;
         NSP_CHECK(route_trial(st, best, se, trial, rounds_cutoff(st, best, se, trial, R, prev),
                               &step));
+        se->first = 0;
         if (step >= NEST_INF) {
             if (trial == R) {
                 ++R;
@@ -558,8 +721,15 @@ static nsp_status_t polish_best(nest_state_t *st, const nest_saved_t *best,
     return NSP_OK;
 }
 
-nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
-                       nsp_route_assign_t *a, double *step_s)
+/* nsp_route on the caller's batch caller_in relabeled longest first as in
+ * (its order the identity): the state's sequence of the caller's c-th is
+ * by_caller[c]. Sums over the whole batch are taken in the caller's order,
+ * so that every value is what the caller's labels give. */
+static nsp_status_t route_batch(const nsp_planner_input_t *caller_in,
+                                const nsp_planner_input_t *in, const int *by_caller,
+                                nsp_route_mode_t mode, nsp_route_hint_t *make,
+                                const nsp_route_hint_t *use, nsp_route_assign_t *a,
+                                double *step_s)
 {
     const nsp_cost_t *cost = &in->cost;
     const size_t      n = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
@@ -568,8 +738,18 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
     nest_search_t     se;
     nsp_status_t      status;
 
-    search_setup(in, mode, &se);
+    search_setup(caller_in, mode, &se);
     NSP_CHECK(nsp_nest_state_init(&st, in, mode, se.Rcap));
+    st.by_caller   = by_caller;
+    se.first = 1;
+    se.make  = make;
+    se.use   = use;
+    se.nu    = make != NULL && mode == NSP_ROUTE_NESTED && !in->plain_search &&
+               st.only_level < 0 ? ring_levels_shareable(&st.sh) : 0;
+    st.kept_demand = 0.0;
+    for (int c = 0; c < caller_in->nseqs; ++c) {
+        st.kept_demand += (double)caller_in->lens[c] * st.a_keep;
+    }
     NSP_DEBUG("routing: work/N %.6f, longest alone %.6f s per layer, %d rounds hold it kept",
               se.work / cost->cluster.ranks, se.alone, se.r_keep);
     best.loc  = malloc(sizeof(int) * n);
@@ -585,7 +765,7 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
      * levels is then a candidate too (its groups are tree nodes), so the tree
      * never loses to one of its levels. Cheap at this size. */
     if (mode == NSP_ROUTE_NESTED && se.coarse) {
-        NSP_CHECK_GOTO(static_candidate(&st, &best), status, out_free);
+        NSP_CHECK_GOTO(static_candidate(&st, caller_in, &best), status, out_free);
     }
     if (best.step >= NEST_INF) {
         status = nsp_error(NSP_ERR_INFEASIBLE, "%s planner: the batch does not fit in %d "
@@ -604,5 +784,49 @@ out_free:
     free(best.loc);
     free(best.rc);
     nsp_nest_state_free(&st);
+    return status;
+}
+
+/* The engine routes the batch relabeled longest first: its sequence k is the
+ * caller's in->order[k]. It walks its per-sequence arrays (lengths, times,
+ * locations, the groups' links) in batch order, so they are now read and
+ * written in sequence rather than at random: at 4096 ranks and 134K
+ * sequences the random walk missed the first-level cache on most of those
+ * accesses. Ties keep their order (the order breaks them by index), so the
+ * engine sees the same batch in the same order; export maps back. */
+nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
+                       nsp_route_assign_t *a, double *step_s)
+{
+    return nsp_route_shared(in, mode, NULL, NULL, a, step_s);
+}
+
+nsp_status_t nsp_route_shared(const nsp_planner_input_t *in, nsp_route_mode_t mode,
+                              nsp_route_hint_t *make, const nsp_route_hint_t *use,
+                              nsp_route_assign_t *a, double *step_s)
+{
+    const size_t        n = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
+    nsp_planner_input_t sorted = *in;
+    int64_t            *lens = malloc(sizeof(int64_t) * n);   /* [nseqs] tokens, longest first */
+    int                *ident = malloc(sizeof(int) * n);      /* [nseqs] 0, 1, ... */
+    int                *by_caller = malloc(sizeof(int) * n);  /* [nseqs] inverse of order */
+    nsp_status_t        status;
+
+    if (lens == NULL || ident == NULL || by_caller == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate %d sequences",
+                           in->nseqs);
+        goto out_free;
+    }
+    for (int k = 0; k < in->nseqs; ++k) {
+        lens[k]  = in->lens[in->order[k]];
+        ident[k] = k;
+        by_caller[in->order[k]] = k;
+    }
+    sorted.lens  = lens;
+    sorted.order = ident;
+    status = route_batch(in, &sorted, by_caller, mode, make, use, a, step_s);
+out_free:
+    free(by_caller);
+    free(ident);
+    free(lens);
     return status;
 }

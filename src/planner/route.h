@@ -46,6 +46,39 @@ nsp_status_t nsp_route(const nsp_planner_input_t *in, nsp_route_mode_t mode,
                        nsp_route_assign_t *a, double *step_s);
 
 /**
+ * The first routing of a nested search over a tree with ring levels, handed
+ * to the search of the same batch over that tree's Ulysses levels alone
+ * (nested.c routes both and keeps the faster plan). It is filled only when
+ * that routing is provably the one the smaller tree would do (route.c, "The
+ * first routing, shared"), so the smaller search takes it instead of
+ * routing again and ends with the same plan. Zero it before the first use;
+ * nsp_route_hint_free releases its arrays.
+ */
+typedef struct nsp_route_hint {
+    int     valid;           /**< 1: filled and applicable */
+    int     nlevels;         /**< the Ulysses levels of the tree it is for */
+    int     trial;           /**< rounds of that routing */
+    double  step;            /**< its exact step, seconds per layer */
+    double  work, bound;     /**< the search constants it was routed under */
+    int     r_keep, Rcap, coarse, first_trial;
+    int    *loc;             /**< [nseqs] round * nnodes + node in the smaller tree,
+                                  by the engine's labels (longest first) */
+    int    *rc;              /**< [nseqs] its group's flag */
+} nsp_route_hint_t;
+
+void nsp_route_hint_free(nsp_route_hint_t *h);
+
+/**
+ * nsp_route with a hint: make (not NULL) is filled from this search's first
+ * routing where that routing can be shared; use (not NULL, valid) is taken
+ * as this search's first routing where it applies. Either may be NULL.
+ * Errors: as nsp_route.
+ */
+nsp_status_t nsp_route_shared(const nsp_planner_input_t *in, nsp_route_mode_t mode,
+                              nsp_route_hint_t *make, const nsp_route_hint_t *use,
+                              nsp_route_assign_t *a, double *step_s);
+
+/**
  * Build a plan from an assignment: sequences with the same (round, rank0,
  * size) share a group, whose ring degree is its level's (in->level_ring). pipeline_rule 1: a group is pipelined iff each of its
  * ranks holds another group in the round (nested); 0: nothing is pipelined.

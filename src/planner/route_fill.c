@@ -222,57 +222,95 @@ static void consider_level(const nest_state_t *st, int i, int r, int l, double r
     }
 }
 
+/* The fastest level alone (the first on ties) and the first level whose
+ * memory holds sequence k kept (else the top), among the tree's first nl. */
+static void level_picks(const nest_state_t *st, int k, const double *alone, int nl,
+                        int *l_min, int *l_mem)
+{
+    const double s = (double)st->in->lens[st->in->order[k]];
+    double       t_min = NEST_INF;
+
+    *l_min = 0;
+    *l_mem = -1;
+    for (int l = 0; l < nl; ++l) {
+        if (alone[l] < t_min) {
+            t_min  = alone[l];
+            *l_min = l;
+        }
+        if (*l_mem < 0 && s / st->sh.deg[l] * nsp_nest_mem_per_token(st, l, 0) <= st->cap) {
+            *l_mem = l;
+        }
+    }
+    if (*l_mem < 0) {
+        *l_mem = nl - 1;
+    }
+}
+
+/* The levels route_long tries in a round of reference ref, [*lo, *hi],
+ * among the tree's first nl: from the first whose time alone is within ref
+ * (else the fastest) up to the first whose memory holds it, and one more
+ * where memory binds. */
+static void level_range(const double *alone, int nl, int l_min, int l_mem, double ref,
+                        int *lo, int *hi)
+{
+    int l_time = -1;
+
+    for (int l = 0; l < nl && l_time < 0; ++l) {
+        if (alone[l] <= ref) {
+            l_time = l;
+        }
+    }
+    if (l_time < 0) {
+        l_time = l_min;
+    }
+    *lo = l_time;
+    *hi = l_time > l_mem ? l_time : l_mem;
+    if (*hi + 1 < nl && l_mem >= l_time) {
+        ++*hi;   /* memory is the binding reason: also try one level up */
+    }
+}
+
 /* Route the k-th sequence of the batch order, a long one, through the tree
- * (phase 1). */
+ * (phase 1). Watched for a hint (st->share_nu > 0): the tree of the Ulysses
+ * levels alone would try the same of those levels, and no other level may
+ * change the best option, else the routing is marked share_broken. */
 static int route_long(nest_state_t *st, int k)
 {
     const int     i = st->in->order[k];
-    const double  s = (double)st->in->lens[i];
     const double *alone = alone_row(st, k);
+    const int     nu = st->share_nu;
     nest_option_t best;
-    int           l_mem = -1, l_min = 0;
-    double        t_min = NEST_INF;
+    int           l_mem, l_min, u_mem = 0, u_min = 0;
 
     memset(&best, 0, sizeof(best));
-    /* what does not depend on the round: the time alone at each level, the
-     * fastest level and the first level whose memory holds it kept */
-    for (int l = 0; l < st->sh.nl; ++l) {
-        if (alone[l] < t_min) {
-            t_min = alone[l];
-            l_min = l;
-        }
-        if (l_mem < 0 && s / st->sh.deg[l] * nsp_nest_mem_per_token(st, l, 0) <= st->cap) {
-            l_mem = l;
-        }
-    }
-    if (l_mem < 0) {
-        l_mem = st->sh.nl - 1;
+    /* what does not depend on the round: the fastest level and the first
+     * level whose memory holds it kept */
+    level_picks(st, k, alone, st->sh.nl, &l_min, &l_mem);
+    if (nu > 0) {
+        level_picks(st, k, alone, nu, &u_min, &u_mem);
     }
     for (int r = 0; r < st->R; ++r) {
         const double ref = round_ref(st, r);
-        int          l_time = -1;
-        for (int l = 0; l < st->sh.nl && l_time < 0; ++l) {
-            if (alone[l] <= ref) {
-                l_time = l;
-            }
+        int          lo, hi;
+        level_range(alone, st->sh.nl, l_min, l_mem, ref, &lo, &hi);
+        if (st->mode == NSP_ROUTE_DISJOINT) {
+            lo = 0;   /* joining a used group of any level may be the only place */
+            hi = st->sh.nl - 1;
         }
-        if (l_time < 0) {
-            l_time = l_min;
+        if (st->only_level >= 0) {
+            lo = hi = st->only_level;
         }
-        {
-            int lo = l_time, hi = l_time > l_mem ? l_time : l_mem;
-            if (hi + 1 < st->sh.nl && l_mem >= l_time) {
-                ++hi;   /* memory is the binding reason: also try one level up */
-            }
-            if (st->mode == NSP_ROUTE_DISJOINT) {
-                lo = 0;   /* joining a used group of any level may be the only place */
-                hi = st->sh.nl - 1;
-            }
-            if (st->only_level >= 0) {
-                lo = hi = st->only_level;
-            }
-            for (int l = lo; l <= hi; ++l) {
-                consider_level(st, i, r, l, ref, &best);
+        if (nu > 0) {
+            int ulo, uhi;
+            level_range(alone, nu, u_min, u_mem, ref, &ulo, &uhi);
+            st->share_broken |= ulo != lo || uhi != (hi < nu ? hi : nu - 1);
+        }
+        for (int l = lo; l <= hi; ++l) {
+            const int was_valid = best.valid, was_node = best.node, was_r = best.r;
+            consider_level(st, i, r, l, ref, &best);
+            if (l >= nu && nu > 0) {
+                st->share_broken |= best.valid != was_valid || best.node != was_node ||
+                                    best.r != was_r;
             }
         }
     }
@@ -367,16 +405,37 @@ static void heap_pop(leaf_heap_t *h)
  * changes (its key did not either). */
 static void leaf_tree_up(const nest_state_t *st, nest_round_t *rd, int m, int j)
 {
-    const double *key = rd->lkey[m];
-    int          *win = rd->win[m];
+    nest_win_t *t = rd->win[m];
+    int         u = st->lsize + j;   /* the node below v on j's path */
+    double      k = t[u].key;        /* its least key and leaf, kept in registers: */
+    int         w = j;               /* each level loads only the sibling's */
 
-    for (int v = (st->lsize + j) / 2; v >= 1; v /= 2) {
-        const int a = win[2 * v], b = win[2 * v + 1];
-        const int w = key[a] <= key[b] ? a : b;
-        if (win[v] == w && w != j) {
+    for (int v = u / 2; v >= 1; u = v, v /= 2) {
+        const nest_win_t sib = t[u ^ 1];
+        /* the sibling wins if less, or equal and on the left (the left
+         * child wins ties); picked by index, without a branch: its
+         * direction is a coin toss */
+        const int    take = (sib.key < k) | ((u & 1) & (sib.key == k));
+        const double pick[2] = {k, sib.key};
+        const int    leaf[2] = {w, sib.leaf};
+        k = pick[take];
+        w = leaf[take];
+        if (t[v].leaf == w && w != j) {
             break;
         }
-        win[v] = w;
+        t[v].leaf = w;
+        t[v].key  = k;
+    }
+}
+
+/* Mode m's tree from its leaves' keys, bottom-up: the same tree as the
+ * walks up give, in O(lsize). */
+static void leaf_tree_build(const nest_state_t *st, nest_round_t *rd, int m)
+{
+    nest_win_t *t = rd->win[m];
+
+    for (int v = st->lsize - 1; v >= 1; --v) {
+        t[v] = t[2 * v + !(t[2 * v].key <= t[2 * v + 1].key)];
     }
 }
 
@@ -387,10 +446,10 @@ static int leaf_key(nest_state_t *st, nest_round_t *rd, int j, int m)
     const double fr = leaf_free(st, rd, j, m);
 
     if (fr >= *rd->need[m]) {
-        rd->lkey[m][j] = rd->leaf1[j];
+        rd->win[m][st->lsize + j].key = rd->leaf1[j];
         return 1;
     }
-    rd->lkey[m][j] = NEST_INF;
+    rd->win[m][st->lsize + j].key = NEST_INF;
     return heap_push(&rd->wait[m], fr, j, rd->stamp[j]);
 }
 
@@ -468,16 +527,12 @@ static int leaf_phase_init(nest_state_t *st, nest_round_t *rd)
         (void)leaf_flush(st, rd, m, 0);
     }
     for (int m = 0; m < 2; ++m) {
-        double *key = rd->lkey[m];
-        int    *win = rd->win[m];
+        nest_win_t *t = rd->win[m];
         for (int j = 0; j < st->lsize; ++j) {
-            key[j] = j < sh->ng[0] ? rd->leaf1[j] : NEST_INF;
-            win[st->lsize + j] = j;
+            t[st->lsize + j].key  = j < sh->ng[0] ? rd->leaf1[j] : NEST_INF;
+            t[st->lsize + j].leaf = j;
         }
-        for (int v = st->lsize - 1; v >= 1; --v) {
-            const int a = win[2 * v], b = win[2 * v + 1];
-            win[v] = key[a] <= key[b] ? a : b;
-        }
+        leaf_tree_build(st, rd, m);
     }
     return 1;
 }
@@ -487,35 +542,36 @@ static int leaf_phase_init(nest_state_t *st, nest_round_t *rd)
  * now fits come back. */
 static int leaf_find(nest_state_t *st, nest_round_t *rd, double need, int flip)
 {
-    const int     m = flip ? 1 : 0;
-    leaf_heap_t  *h = &rd->wait[m];
-    const double *key = rd->lkey[m];
+    const int         m = flip ? 1 : 0;
+    leaf_heap_t      *h = &rd->wait[m];
+    const nest_win_t *leaf = rd->win[m] + st->lsize;   /* [lsize] the leaves' nodes */
 
     if (!leaf_flush(st, rd, m, need <= *rd->need[m])) {
         return -1;
     }
     if (need > *rd->need[m]) {
-        /* a larger need than before (first query): re-check every leaf */
+        /* a larger need than before (first query): re-check every leaf,
+         * then rebuild the tree at once */
         *rd->need[m] = need;
         h->n = 0;
         for (int j = 0; j < st->sh.ng[0]; ++j) {
-            if (!leaf_key_set(st, rd, j, m)) {
+            if (!leaf_key(st, rd, j, m)) {
                 return -1;
             }
         }
+        leaf_tree_build(st, rd, m);
     }
     *rd->need[m] = need;
     while (h->n > 0 && h->free[0] >= need) {
         const int j = h->leaf[0], t = h->stamp[0];
         heap_pop(h);
-        if (t == rd->stamp[j] && key[j] >= NEST_INF) {
+        if (t == rd->stamp[j] && leaf[j].key >= NEST_INF) {
             (void)leaf_key_set(st, rd, j, m);   /* fits now: back in the tree */
         }
     }
     for (;;) {
-        int j;
-        j = rd->win[m][1];
-        if (key[j] >= NEST_INF) {
+        const int j = rd->win[m][1].leaf;
+        if (rd->win[m][1].key >= NEST_INF) {
             return -1;
         }
         if (leaf_free(st, rd, j, m) >= need) {
@@ -903,10 +959,7 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
      * the ranks with kept medium sequences and leaves no room to balance. */
     {
         const double budget = NEST_MEM_FILL * cap * st->sh.ranks * (double)R;
-        double       demand = 0.0;
-        for (int q = 0; q < in->nseqs; ++q) {
-            demand += (double)in->lens[q] * st->a_keep;
-        }
+        double       demand = st->kept_demand;
         for (int q = in->nseqs - 1; q >= 0 && demand > budget; --q) {
             const int64_t len = in->lens[in->order[q]];
             demand -= (double)len * (st->a_keep - st->a_rc);
@@ -941,8 +994,8 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
     for (k = 0; k < split; ++k) {
         const int i = in->order[k];
         if (!route_long(st, k)) {
-            NSP_DEBUG("routing: %d rounds: no place for sequence %d (%lld tokens) in the tree",
-                      R, i, (long long)in->lens[i]);
+            NSP_DEBUG("routing: %d rounds: no place in the tree for sequence #%d by length "
+                      "(%lld tokens)", R, i, (long long)in->lens[i]);
             st->cap = cap;
             return 0;
         }
@@ -977,8 +1030,8 @@ int nsp_nest_route_all(nest_state_t *st, int R, double work)
             return -1;
         }
         if (!route_short(st, in->order[k], rmax)) {
-            NSP_DEBUG("routing: %d rounds: no leaf for sequence %d (%lld tokens)", R,
-                      in->order[k], (long long)in->lens[in->order[k]]);
+            NSP_DEBUG("routing: %d rounds: no leaf for sequence #%d by length (%lld tokens)",
+                      R, in->order[k], (long long)in->lens[in->order[k]]);
             return 0;
         }
         if (w.on) {

@@ -125,6 +125,13 @@ typedef struct leaf_heap {
     int     n, cap;
 } leaf_heap_t;
 
+/* A node of a leaf phase's min tree: key and leaf side by side, so that a
+ * walk up loads one line per level (the sibling's pair). */
+typedef struct nest_win {
+    double key;
+    int    leaf;
+} nest_win_t;
+
 typedef struct nest_round {
     nest_node_t *node;   /* [nnodes] */
     double      *mm1;    /* [mtotal]: at moff[n] + l' (l' <= level of n) the min over the
@@ -140,11 +147,11 @@ typedef struct nest_round {
      * first), and a max-heap of the other leaves by free memory, re-admitted
      * when the need falls to them. The query then finds exactly the least
      * loaded leaf with room at the root. */
-    double      *lkey[2];     /* [lsize] per leaf: its L1 if it has the mode's need
-                                 free, else NEST_INF (also for the padding leaves) */
-    int         *win[2];      /* [2 * lsize] the leaf of the least key below tree node v
-                                 (the leftmost on ties; node v's children are 2v and
-                                 2v + 1, leaf j is node lsize + j and win = j there) */
+    nest_win_t  *win[2];      /* [2 * lsize] tree node v: the least key below it and
+                                 its leaf (the leftmost on ties); node v's children
+                                 are 2v and 2v + 1, leaf j is node lsize + j, whose
+                                 key is its L1 if it has the mode's need free, else
+                                 NEST_INF (also for the padding leaves) */
     double      *need[2];     /* current need of each mode */
     leaf_heap_t  wait[2];
     int         *stamp;       /* [ng0] bumped on every change of a leaf */
@@ -194,6 +201,16 @@ typedef struct nest_state {
     int                       *xlev;     /* [ranks] scratch of the exact evaluation: the
                                             nonempty groups holding each rank */
     double                    *xterm;    /* [3 * ranks] its per-rank C, Kp, Ks */
+    double                     kept_demand; /* activation bytes of the batch kept, summed
+                                               in the caller's order */
+    int                        share_nu; /* > 0 while a routing is watched for an
+                                            nsp_route_hint_t: the tree's Ulysses levels
+                                            (those below share_nu) */
+    int                        share_broken; /* 1 once that routing did what the tree of
+                                                its Ulysses levels alone would not */
+    const int                 *by_caller; /* [nseqs] where nsp_route relabeled the batch
+                                             longest first: the state's sequence of the
+                                             caller's c-th (borrowed); NULL: the same */
 } nest_state_t;
 
 /* What a round whose slowest rank takes m adds to the step, per layer: m and

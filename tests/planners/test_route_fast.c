@@ -16,6 +16,10 @@
  * mode (the disjoint planner's greedy) the same assignment and step. It
  * times nothing.
  *
+ * The Ulysses tree's first routing taken from the ring tree's search
+ * (nsp_route_hint_t): the comparison above covers it too (plain_search
+ * shares nothing) and counts the routings taken.
+ *
  * The routing abandoned on a bound (nsp_nest_route_all with a cutoff): the
  * comparison above covers it (plain_search routes to the end) and counts the
  * abandoned routings; on every routed batch, 1-3 round counts and round
@@ -116,8 +120,9 @@ static int batch_fits(const nsp_planner_input_t *in)
 }
 
 /* Nested both ways: 1 if the plans are the same (or both fail alike);
- * *abandoned counts the fast search's routings abandoned on a bound. */
-static int same_nested(nsp_planner_input_t *in, long *abandoned)
+ * *abandoned counts the fast search's routings abandoned on a bound,
+ * *shared those the Ulysses tree took from the ring tree's search. */
+static int same_nested(nsp_planner_input_t *in, long *abandoned, long *shared)
 {
     nsp_plan_t  *fast = NULL, *plain = NULL;
     nsp_status_t sf, sp;
@@ -125,8 +130,10 @@ static int same_nested(nsp_planner_input_t *in, long *abandoned)
 
     in->plain_search = 0;
     in->abandoned    = abandoned;
+    in->shared       = shared;
     sf = nsp_planner_nested(in, &fast);
     in->abandoned    = NULL;
+    in->shared       = NULL;
     in->plain_search = 1;
     sp = nsp_planner_nested(in, &plain);
     in->plain_search = 0;
@@ -279,10 +286,10 @@ int main(int argc, char **argv)
     int       batches = 0, nested_same = 0, ring_same = 0, disjoint_same = 0;
     int       nested_runs = 0, ring_runs = 0, disjoint_runs = 0;
     int       move_runs = 0, moves = 0, raised = 0;
-    long      abandoned = 0;
+    long      abandoned = 0, shared = 0;
     bound_count_t bound = {0, 0, 0};
 
-    tap_plan(7);
+    tap_plan(8);
     for (int seed = 1; seed <= seeds; ++seed) {
         uint64_t            state = 0x5eedf00dULL * (uint64_t)seed;
         const int           ranks = ranks_choices[pc_next(&state) % 6];
@@ -306,7 +313,7 @@ int main(int argc, char **argv)
         if (make_input(ranks, 0, lens, n, order, &in) && batch_fits(&in)) {
             in.cost.round_s *= round_scale;
             ++nested_runs;
-            nested_same += same_nested(&in, &abandoned);
+            nested_same += same_nested(&in, &abandoned, &shared);
             ++disjoint_runs;
             disjoint_same += same_disjoint(&in);
             move_runs += moves_lower_step(&in, &moves, &raised);
@@ -315,7 +322,7 @@ int main(int argc, char **argv)
         if (make_input(ranks, 1, lens, n, order, &in) && batch_fits(&in)) {
             in.cost.round_s *= round_scale;
             ++ring_runs;
-            ring_same += same_nested(&in, &abandoned);
+            ring_same += same_nested(&in, &abandoned, &shared);
             move_runs += moves_lower_step(&in, &moves, &raised);
             bound_holds(&in, &bound);
         }
@@ -339,6 +346,8 @@ int main(int argc, char **argv)
            "the step (round fixed costs included)", move_runs, raised, moves);
     tap_ok(abandoned > 0, "the shortcuts' plans above include %ld routings abandoned on a "
            "bound (the plain search routes them to the end)", abandoned);
+    tap_ok(shared > 0, "the shortcuts' plans with ring levels above include %ld Ulysses-tree "
+           "routings taken from the ring tree's search (the plain search routes them)", shared);
     tap_ok(bound.tried > 0 && bound.low > 0 && bound.bad == 0,
            "the bound that abandons a routing is <= its exact step: %d routings (the fewest "
            "rounds and 2 more, with and without rings, round costs 0, 1x, 4x): none abandoned "
