@@ -405,26 +405,16 @@ static void heap_pop(leaf_heap_t *h)
  * changes (its key did not either). */
 static void leaf_tree_up(const nest_state_t *st, nest_round_t *rd, int m, int j)
 {
-    nest_win_t *t = rd->win[m];
-    int         u = st->lsize + j;   /* the node below v on j's path */
-    double      k = t[u].key;        /* its least key and leaf, kept in registers: */
-    int         w = j;               /* each level loads only the sibling's */
+    const double *key = rd->lkey[m];
+    int          *win = rd->win[m];
 
-    for (int v = u / 2; v >= 1; u = v, v /= 2) {
-        const nest_win_t sib = t[u ^ 1];
-        /* the sibling wins if less, or equal and on the left (the left
-         * child wins ties); picked by index, without a branch: its
-         * direction is a coin toss */
-        const int    take = (sib.key < k) | ((u & 1) & (sib.key == k));
-        const double pick[2] = {k, sib.key};
-        const int    leaf[2] = {w, sib.leaf};
-        k = pick[take];
-        w = leaf[take];
-        if (t[v].leaf == w && w != j) {
+    for (int v = (st->lsize + j) / 2; v >= 1; v /= 2) {
+        const int a = win[2 * v], b = win[2 * v + 1];
+        const int w = key[a] <= key[b] ? a : b;
+        if (win[v] == w && w != j) {
             break;
         }
-        t[v].leaf = w;
-        t[v].key  = k;
+        win[v] = w;
     }
 }
 
@@ -432,10 +422,12 @@ static void leaf_tree_up(const nest_state_t *st, nest_round_t *rd, int m, int j)
  * walks up give, in O(lsize). */
 static void leaf_tree_build(const nest_state_t *st, nest_round_t *rd, int m)
 {
-    nest_win_t *t = rd->win[m];
+    const double *key = rd->lkey[m];
+    int          *win = rd->win[m];
 
     for (int v = st->lsize - 1; v >= 1; --v) {
-        t[v] = t[2 * v + !(t[2 * v].key <= t[2 * v + 1].key)];
+        const int a = win[2 * v], b = win[2 * v + 1];
+        win[v] = key[a] <= key[b] ? a : b;
     }
 }
 
@@ -446,10 +438,10 @@ static int leaf_key(nest_state_t *st, nest_round_t *rd, int j, int m)
     const double fr = leaf_free(st, rd, j, m);
 
     if (fr >= *rd->need[m]) {
-        rd->win[m][st->lsize + j].key = rd->leaf1[j];
+        rd->lkey[m][j] = rd->leaf1[j];
         return 1;
     }
-    rd->win[m][st->lsize + j].key = NEST_INF;
+    rd->lkey[m][j] = NEST_INF;
     return heap_push(&rd->wait[m], fr, j, rd->stamp[j]);
 }
 
@@ -527,10 +519,11 @@ static int leaf_phase_init(nest_state_t *st, nest_round_t *rd)
         (void)leaf_flush(st, rd, m, 0);
     }
     for (int m = 0; m < 2; ++m) {
-        nest_win_t *t = rd->win[m];
+        double *key = rd->lkey[m];
+        int    *win = rd->win[m];
         for (int j = 0; j < st->lsize; ++j) {
-            t[st->lsize + j].key  = j < sh->ng[0] ? rd->leaf1[j] : NEST_INF;
-            t[st->lsize + j].leaf = j;
+            key[j] = j < sh->ng[0] ? rd->leaf1[j] : NEST_INF;
+            win[st->lsize + j] = j;
         }
         leaf_tree_build(st, rd, m);
     }
@@ -544,7 +537,7 @@ static int leaf_find(nest_state_t *st, nest_round_t *rd, double need, int flip)
 {
     const int         m = flip ? 1 : 0;
     leaf_heap_t      *h = &rd->wait[m];
-    const nest_win_t *leaf = rd->win[m] + st->lsize;   /* [lsize] the leaves' nodes */
+    const double     *key = rd->lkey[m];
 
     if (!leaf_flush(st, rd, m, need <= *rd->need[m])) {
         return -1;
@@ -565,13 +558,13 @@ static int leaf_find(nest_state_t *st, nest_round_t *rd, double need, int flip)
     while (h->n > 0 && h->free[0] >= need) {
         const int j = h->leaf[0], t = h->stamp[0];
         heap_pop(h);
-        if (t == rd->stamp[j] && leaf[j].key >= NEST_INF) {
+        if (t == rd->stamp[j] && key[j] >= NEST_INF) {
             (void)leaf_key_set(st, rd, j, m);   /* fits now: back in the tree */
         }
     }
     for (;;) {
-        const int j = rd->win[m][1].leaf;
-        if (rd->win[m][1].key >= NEST_INF) {
+        const int j = rd->win[m][1];
+        if (key[j] >= NEST_INF) {
             return -1;
         }
         if (leaf_free(st, rd, j, m) >= need) {

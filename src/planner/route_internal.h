@@ -125,13 +125,6 @@ typedef struct leaf_heap {
     int     n, cap;
 } leaf_heap_t;
 
-/* A node of a leaf phase's min tree: key and leaf side by side, so that a
- * walk up loads one line per level (the sibling's pair). */
-typedef struct nest_win {
-    double key;
-    int    leaf;
-} nest_win_t;
-
 typedef struct nest_round {
     nest_node_t *node;   /* [nnodes] */
     double      *mm1;    /* [mtotal]: at moff[n] + l' (l' <= level of n) the min over the
@@ -147,11 +140,11 @@ typedef struct nest_round {
      * first), and a max-heap of the other leaves by free memory, re-admitted
      * when the need falls to them. The query then finds exactly the least
      * loaded leaf with room at the root. */
-    nest_win_t  *win[2];      /* [2 * lsize] tree node v: the least key below it and
-                                 its leaf (the leftmost on ties); node v's children
-                                 are 2v and 2v + 1, leaf j is node lsize + j, whose
-                                 key is its L1 if it has the mode's need free, else
-                                 NEST_INF (also for the padding leaves) */
+    double      *lkey[2];     /* [lsize] per leaf: its L1 if it has the mode's need
+                                 free, else NEST_INF (also for the padding leaves) */
+    int         *win[2];      /* [2 * lsize] the leaf of the least key below tree node v
+                                 (the leftmost on ties; node v's children are 2v and
+                                 2v + 1, leaf j is node lsize + j and win = j there) */
     double      *need[2];     /* current need of each mode */
     leaf_heap_t  wait[2];
     int         *stamp;       /* [ng0] bumped on every change of a leaf */

@@ -155,6 +155,7 @@ void nsp_nest_round_free(nest_round_t *rd)
     free(rd->leaf2);
     free(rd->leafm);
     for (int m = 0; m < 2; ++m) {
+        free(rd->lkey[m]);
         free(rd->win[m]);
         free(rd->dirty[m]);
         free(rd->is_dirty[m]);
@@ -186,8 +187,9 @@ nsp_status_t nsp_nest_round_alloc(nest_state_t *st, nest_round_t *rd)
     rd->leaf2 = malloc(sizeof(double) * (size_t)sh->ng[0]);
     rd->leafm = malloc(sizeof(double) * (size_t)sh->ng[0]);
     for (int m = 0; m < 2; ++m) {
-        rd->win[m]      = malloc(sizeof(nest_win_t) * ls);
-        ok &= rd->win[m] != NULL;
+        rd->lkey[m]     = malloc(sizeof(double) * (size_t)st->lsize);
+        rd->win[m]      = malloc(sizeof(int) * ls);
+        ok &= rd->lkey[m] != NULL && rd->win[m] != NULL;
         rd->dirty[m]    = malloc(sizeof(int) * (size_t)sh->ng[0]);
         rd->is_dirty[m] = calloc((size_t)sh->ng[0], 1);
         rd->need[m]     = malloc(sizeof(double));
@@ -523,11 +525,15 @@ int nsp_nest_find_group(const nest_state_t *st, const nest_round_t *rd, int l, d
     if (rd->vmmm[(size_t)1 * nl + l] > room) {
         return -1;
     }
-    /* the descents choose without branches: each step is a coin toss */
     while (v < sh->vsize) {
-        const size_t a = (size_t)2 * v * nl + l, b = a + nl;
-        const int    ok_a = rd->vmmm[a] <= room, ok_b = rd->vmmm[b] <= room;
-        v = 2 * v + !(ok_a & (!ok_b | (rd->vmm1[a] <= rd->vmm1[b])));
+        const int a = 2 * v, b = a + 1;
+        const int ok_a = rd->vmmm[(size_t)a * nl + l] <= room;
+        const int ok_b = rd->vmmm[(size_t)b * nl + l] <= room;
+        if (ok_a && (!ok_b || rd->vmm1[(size_t)a * nl + l] <= rd->vmm1[(size_t)b * nl + l])) {
+            v = a;
+        } else {
+            v = b;
+        }
     }
     n = sh->roots[v - sh->vsize];
     while (sh->level[n] > l) {
@@ -537,10 +543,13 @@ int nsp_nest_find_group(const nest_state_t *st, const nest_round_t *rd, int l, d
         acc_m += rd->node[n].addm;
         if (nc == 2) {   /* the usual binary tree: the loop below, unrolled */
             const size_t ia = (size_t)sh->moff[c0] + l, ib = (size_t)sh->moff[c0 + 1] + l;
-            const int    take_a = (rd->mmm[ia] + acc_m <= room) & (rd->mm1[ia] < NEST_INF);
-            const double bar = take_a ? rd->mm1[ia] : NEST_INF;
-            const int    take_b = (rd->mmm[ib] + acc_m <= room) & (rd->mm1[ib] < bar);
-            best = take_b ? c0 + 1 : take_a ? c0 : -1;
+            if (rd->mmm[ia] + acc_m <= room && rd->mm1[ia] < best1) {
+                best1 = rd->mm1[ia];
+                best  = c0;
+            }
+            if (rd->mmm[ib] + acc_m <= room && rd->mm1[ib] < best1) {
+                best = c0 + 1;
+            }
         }
         for (int c = c0; nc != 2 && c < c0 + nc; ++c) {   /* least loaded child with room */
             const double cm = rd->mmm[sh->moff[c] + l] + acc_m;
