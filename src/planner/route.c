@@ -273,8 +273,12 @@ static void restore_assignment(nest_state_t *st, const nest_saved_t *sv)
         const int r = sv->loc[i] / st->sh.nnodes, n = sv->loc[i] % st->sh.nnodes;
         if (st->in->plain_search) {
             nsp_nest_place(st, i, r, n, sv->rc[i], 0);
+        } else if (st->by_caller != NULL) {
+            /* the rebuild sets the adds */
+            nsp_nest_place_sums_of(st, i, r, n, sv->rc[i], st->caller_lens[c],
+                                   st->caller_comp1[c]);
         } else {
-            nsp_nest_place_sums(st, i, r, n, sv->rc[i]);   /* the rebuild sets the adds */
+            nsp_nest_place_sums(st, i, r, n, sv->rc[i]);
         }
     }
     for (int r = 0; r < st->R; ++r) {
@@ -736,11 +740,23 @@ static nsp_status_t route_batch(const nsp_planner_input_t *caller_in,
     nest_state_t      st;
     nest_saved_t      best = {NULL, NULL, 0, NEST_INF};
     nest_search_t     se;
+    double           *caller_comp1;   /* [nseqs] comp(s, 1) in the caller's order */
     nsp_status_t      status;
 
     search_setup(caller_in, mode, &se);
     NSP_CHECK(nsp_nest_state_init(&st, in, mode, se.Rcap));
-    st.by_caller   = by_caller;
+    caller_comp1 = malloc(sizeof(double) * n);
+    if (caller_comp1 == NULL) {
+        status = nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate %d sequences",
+                           in->nseqs);
+        goto out_free;
+    }
+    for (int c = 0; c < caller_in->nseqs; ++c) {
+        caller_comp1[c] = nsp_cost_comp(st.cost, (double)caller_in->lens[c], 1);
+    }
+    st.by_caller    = by_caller;
+    st.caller_lens  = caller_in->lens;
+    st.caller_comp1 = caller_comp1;
     se.first = 1;
     se.make  = make;
     se.use   = use;
@@ -783,6 +799,7 @@ static nsp_status_t route_batch(const nsp_planner_input_t *caller_in,
 out_free:
     free(best.loc);
     free(best.rc);
+    free(caller_comp1);
     nsp_nest_state_free(&st);
     return status;
 }

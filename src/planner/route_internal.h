@@ -204,6 +204,9 @@ typedef struct nest_state {
     const int                 *by_caller; /* [nseqs] where nsp_route relabeled the batch
                                              longest first: the state's sequence of the
                                              caller's c-th (borrowed); NULL: the same */
+    const int64_t             *caller_lens;  /* [nseqs] with by_caller: the caller's lengths
+                                                and their comp(s, 1), read in the caller's */
+    const double              *caller_comp1; /* order by the restore (borrowed) */
 } nest_state_t;
 
 /* What a round whose slowest rank takes m adds to the step, per layer: m and
@@ -264,6 +267,10 @@ void nsp_nest_node_account(const nest_state_t *st, nest_node_t *nd, int l, int i
 /** Put sequence i into node n of round r with flag rc: its sums, links and
  *  location only (the adds and aggregates wait for a rebuild). */
 void nsp_nest_place_sums(nest_state_t *st, int i, int r, int n, int rc);
+/** The same with sequence i's length and comp(s, 1) given (they are read
+ *  in another order, e.g. the caller's, where that is in sequence). */
+void nsp_nest_place_sums_of(nest_state_t *st, int i, int r, int n, int rc, int64_t len,
+                            double comp1);
 /** Put sequence i into node n of round r, recomputed if rc; refresh the
  *  path if do_propagate, else the node's adds only. */
 void nsp_nest_place(nest_state_t *st, int i, int r, int n, int rc, int do_propagate);

@@ -592,12 +592,12 @@ static void node_unlink(nest_state_t *st, nest_node_t *nd, int i)
     st->next[i] = st->prev[i] = -1;
 }
 
-/* Add (sign +1) or remove (-1) sequence i to/from the sums of node n. */
-void nsp_nest_node_account(const nest_state_t *st, nest_node_t *nd, int l, int i, int sign)
+/* Add (sign +1) or remove (-1) a sequence of length s and comp(s, 1) comp1
+ * to/from the sums of node nd (level l). */
+static void node_account_of(const nest_state_t *st, nest_node_t *nd, int l, double s,
+                            double comp1, int sign)
 {
-    const double s = (double)st->in->lens[i];
-
-    nd->comp   += sign * st->comp1[i];
+    nd->comp   += sign * comp1;
     nd->tokens += sign * s;
     nd->bytes  += sign * nsp_cost_group_a2a_bytes(st->cost, s, st->sh.deg[l], st->sh.ring[l]);
     nd->nseq   += sign;
@@ -607,11 +607,22 @@ void nsp_nest_node_account(const nest_state_t *st, nest_node_t *nd, int l, int i
 }
 
 /* Sequence i into node n of round r, flag rc: sums, links, location. */
+void nsp_nest_node_account(const nest_state_t *st, nest_node_t *nd, int l, int i, int sign)
+{
+    node_account_of(st, nd, l, (double)st->in->lens[i], st->comp1[i], sign);
+}
+
 void nsp_nest_place_sums(nest_state_t *st, int i, int r, int n, int rc)
+{
+    nsp_nest_place_sums_of(st, i, r, n, rc, st->in->lens[i], st->comp1[i]);
+}
+
+void nsp_nest_place_sums_of(nest_state_t *st, int i, int r, int n, int rc, int64_t len,
+                            double comp1)
 {
     nest_node_t *nd = &st->round[r].node[n];
 
-    nsp_nest_node_account(st, nd, st->sh.level[n], i, +1);
+    node_account_of(st, nd, st->sh.level[n], (double)len, comp1, +1);
     nd->rc = rc;
     node_link(st, nd, i);
     st->loc[i] = r * st->sh.nnodes + n;
