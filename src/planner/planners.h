@@ -27,6 +27,11 @@ typedef struct nsp_planner_input {
     const int64_t *lens;             /**< [nseqs] tokens, borrowed */
     int            nseqs;
     const int     *order;            /**< [nseqs] indices, longest first (ties: index) */
+    const int64_t *order_lens;       /**< [nseqs] lens[order[k]], or NULL (the routing
+                                          engine relabels the batch longest first) */
+    const int     *order_rank;       /**< [nseqs] k where order[k] = i, or NULL */
+    const int     *order_ident;      /**< [nseqs] 0, 1, ..., or NULL */
+    const double  *lens_comp1;       /**< [nseqs] nsp_cost_comp(lens[i], 1), or NULL */
     double         mem_cap;          /**< activation bytes a rank may hold in one
                                           round: M - 16P/N - W, less a safety margin */
     int            static_degree;    /**< static: 0 = search every valid degree */

@@ -383,9 +383,10 @@ typedef struct nest_search {
  * degree it takes more than NEST_ONE_ROUND_SHARE of the balanced time), a
  * single round with recomputation where memory needs it is tried first: the
  * others then fill the idle ranks of its round instead of waiting for
- * theirs. A trial within NEST_GOOD_ENOUGH of the bound ends the search. */
-static void search_setup(const nsp_planner_input_t *in, nsp_route_mode_t mode,
-                         nest_search_t *se)
+ * theirs. A trial within NEST_GOOD_ENOUGH of the bound ends the search.
+ * comp1: [nseqs] comp(s, 1) of in's sequences. */
+static void search_setup(const nsp_planner_input_t *in, const double *comp1,
+                         nsp_route_mode_t mode, nest_search_t *se)
 {
     const nsp_cost_t *cost = &in->cost;
     double            kept_bytes = 0.0, longest = 0.0;
@@ -394,7 +395,7 @@ static void search_setup(const nsp_planner_input_t *in, nsp_route_mode_t mode,
     se->mode = mode;
     for (int i = 0; i < in->nseqs; ++i) {
         const double s = (double)in->lens[i];
-        se->work   += nsp_cost_comp(cost, s, 1) + nsp_cost_ep_time(cost, s);
+        se->work   += comp1[i] + nsp_cost_ep_time(cost, s);
         kept_bytes += s * cost->act_bytes_keep;
         longest     = dmax(longest, s);
     }
@@ -740,23 +741,13 @@ static nsp_status_t route_batch(const nsp_planner_input_t *caller_in,
     nest_state_t      st;
     nest_saved_t      best = {NULL, NULL, 0, NEST_INF};
     nest_search_t     se;
-    double           *caller_comp1;   /* [nseqs] comp(s, 1) in the caller's order */
     nsp_status_t      status;
 
-    search_setup(caller_in, mode, &se);
+    search_setup(caller_in, in->lens_comp1, mode, &se);
     NSP_CHECK(nsp_nest_state_init(&st, in, mode, se.Rcap));
-    caller_comp1 = malloc(sizeof(double) * n);
-    if (caller_comp1 == NULL) {
-        status = nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate %d sequences",
-                           in->nseqs);
-        goto out_free;
-    }
-    for (int c = 0; c < caller_in->nseqs; ++c) {
-        caller_comp1[c] = nsp_cost_comp(st.cost, (double)caller_in->lens[c], 1);
-    }
     st.by_caller    = by_caller;
     st.caller_lens  = caller_in->lens;
-    st.caller_comp1 = caller_comp1;
+    st.caller_comp1 = in->lens_comp1;
     se.first = 1;
     se.make  = make;
     se.use   = use;
@@ -799,7 +790,6 @@ static nsp_status_t route_batch(const nsp_planner_input_t *caller_in,
 out_free:
     free(best.loc);
     free(best.rc);
-    free(caller_comp1);
     nsp_nest_state_free(&st);
     return status;
 }
@@ -823,27 +813,35 @@ nsp_status_t nsp_route_shared(const nsp_planner_input_t *in, nsp_route_mode_t mo
 {
     const size_t        n = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
     nsp_planner_input_t sorted = *in;
-    int64_t            *lens = malloc(sizeof(int64_t) * n);   /* [nseqs] tokens, longest first */
-    int                *ident = malloc(sizeof(int) * n);      /* [nseqs] 0, 1, ... */
-    int                *by_caller = malloc(sizeof(int) * n);  /* [nseqs] inverse of order */
+    int64_t            *own = NULL;   /* the views, where the caller gave none */
     nsp_status_t        status;
 
-    if (lens == NULL || ident == NULL || by_caller == NULL) {
-        status = nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate %d sequences",
-                           in->nseqs);
-        goto out_free;
+    if (in->order_lens == NULL || in->order_rank == NULL || in->order_ident == NULL ||
+        in->lens_comp1 == NULL) {
+        double *comp1;
+        int    *rank, *ident;
+        own = malloc((sizeof(int64_t) + sizeof(double) + 2 * sizeof(int)) * n);
+        if (own == NULL) {
+            return nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate %d sequences",
+                             in->nseqs);
+        }
+        comp1 = (double *)(own + n);
+        rank  = (int *)(comp1 + n);
+        ident = rank + n;
+        for (int k = 0; k < in->nseqs; ++k) {
+            own[k]             = in->lens[in->order[k]];
+            rank[in->order[k]] = k;
+            ident[k]           = k;
+            comp1[k]           = nsp_cost_comp(&in->cost, (double)in->lens[k], 1);
+        }
+        sorted.order_lens  = own;
+        sorted.order_rank  = rank;
+        sorted.order_ident = ident;
+        sorted.lens_comp1  = comp1;
     }
-    for (int k = 0; k < in->nseqs; ++k) {
-        lens[k]  = in->lens[in->order[k]];
-        ident[k] = k;
-        by_caller[in->order[k]] = k;
-    }
-    sorted.lens  = lens;
-    sorted.order = ident;
-    status = route_batch(in, &sorted, by_caller, mode, make, use, a, step_s);
-out_free:
-    free(by_caller);
-    free(ident);
-    free(lens);
+    sorted.lens  = sorted.order_lens;
+    sorted.order = sorted.order_ident;
+    status = route_batch(in, &sorted, sorted.order_rank, mode, make, use, a, step_s);
+    free(own);
     return status;
 }
