@@ -318,39 +318,6 @@ out_free:
     return status;
 }
 
-/* The batch in its order, for the routing engine (nsp_route relabels it
- * longest first): in->order_lens, order_rank, order_ident and lens_comp1,
- * in one block (*views, freed by the caller). Made here, once per plan, for
- * every routing of it: temporary arrays this large made per routing came
- * fresh from the system each time (page faults). */
-static nsp_status_t make_order_views(nsp_planner_input_t *in, int64_t **views)
-{
-    const size_t n = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
-    int64_t     *lens = malloc((sizeof(int64_t) + sizeof(double) + 2 * sizeof(int)) * n);
-    double      *comp1;
-    int         *rank, *ident;
-
-    if (lens == NULL) {
-        return nsp_error(NSP_ERR_NO_MEMORY, "cannot allocate the order of %d sequences",
-                         in->nseqs);
-    }
-    comp1 = (double *)(lens + n);
-    rank  = (int *)(comp1 + n);
-    ident = rank + n;
-    for (int k = 0; k < in->nseqs; ++k) {
-        lens[k]            = in->lens[in->order[k]];
-        rank[in->order[k]] = k;
-        ident[k]           = k;
-        comp1[k]           = nsp_cost_comp(&in->cost, (double)in->lens[k], 1);
-    }
-    in->order_lens  = lens;
-    in->order_rank  = rank;
-    in->order_ident = ident;
-    in->lens_comp1  = comp1;
-    *views          = lens;
-    return NSP_OK;
-}
-
 /* ---- the summary line --------------------------------------------------- */
 
 static void log_summary(const nsp_plan_t *plan)
@@ -433,7 +400,10 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
     NSP_CHECK(check_memory(&in, largest_degree(&in, params->kind)));
     NSP_CHECK(make_order(lens, nseqs, &order));
     in.order = order;
-    status = make_order_views(&in, &views);
+    /* the batch in its order, for every routing of this plan (made per
+     * routing, arrays this large came fresh from the system each time:
+     * page faults) */
+    status = nsp_planner_order_views(&in, &views);
     if (status < 0) {
         free(order);
         return status;

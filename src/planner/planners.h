@@ -72,6 +72,12 @@ nsp_status_t nsp_planner_megatron(const nsp_planner_input_t *in, nsp_plan_t **pl
 
 /* ---- per-sequence costs (seq_cost.c) and aligned placement (assign.c) -- */
 
+/** The batch's views in its order (order_lens, order_rank, order_ident and
+ *  lens_comp1 of *in, from its lens and order), in one block returned in
+ *  *block (the caller frees it after the last use of *in).
+ *  Errors: NSP_ERR_NO_MEMORY. */
+nsp_status_t nsp_planner_order_views(nsp_planner_input_t *in, int64_t **block);
+
 /** Per-rank cost of ONE sequence of s tokens at degree d (per layer):
  *  compute (with the recompute factor and the MoE term of its s/d tokens),
  *  a2a bytes (with the recompute factor; latency excluded: it is paid once

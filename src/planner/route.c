@@ -811,33 +811,13 @@ nsp_status_t nsp_route_shared(const nsp_planner_input_t *in, nsp_route_mode_t mo
                               nsp_route_hint_t *make, const nsp_route_hint_t *use,
                               nsp_route_assign_t *a, double *step_s)
 {
-    const size_t        n = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
     nsp_planner_input_t sorted = *in;
     int64_t            *own = NULL;   /* the views, where the caller gave none */
     nsp_status_t        status;
 
     if (in->order_lens == NULL || in->order_rank == NULL || in->order_ident == NULL ||
         in->lens_comp1 == NULL) {
-        double *comp1;
-        int    *rank, *ident;
-        own = malloc((sizeof(int64_t) + sizeof(double) + 2 * sizeof(int)) * n);
-        if (own == NULL) {
-            return nsp_error(NSP_ERR_NO_MEMORY, "routing: cannot allocate %d sequences",
-                             in->nseqs);
-        }
-        comp1 = (double *)(own + n);
-        rank  = (int *)(comp1 + n);
-        ident = rank + n;
-        for (int k = 0; k < in->nseqs; ++k) {
-            own[k]             = in->lens[in->order[k]];
-            rank[in->order[k]] = k;
-            ident[k]           = k;
-            comp1[k]           = nsp_cost_comp(&in->cost, (double)in->lens[k], 1);
-        }
-        sorted.order_lens  = own;
-        sorted.order_rank  = rank;
-        sorted.order_ident = ident;
-        sorted.lens_comp1  = comp1;
+        NSP_CHECK(nsp_planner_order_views(&sorted, &own));
     }
     sorted.lens  = sorted.order_lens;
     sorted.order = sorted.order_ident;

@@ -1,9 +1,41 @@
 /*
  * Per-sequence costs the planners build their packings from (planners.h):
  * one sequence on a group of degree d, kept or recomputed, Ulysses or
- * Ulysses x ring, per layer per rank (cost.h units).
+ * Ulysses x ring, per layer per rank (cost.h units); and the batch's views
+ * in its order that the routing engine reads (nsp_planner_order_views).
  */
 #include "planner/planners.h"
+#include "common/log.h"
+
+#include <stdlib.h>
+
+nsp_status_t nsp_planner_order_views(nsp_planner_input_t *in, int64_t **block)
+{
+    const size_t n = (size_t)(in->nseqs > 0 ? in->nseqs : 1);
+    int64_t     *lens = malloc((sizeof(int64_t) + sizeof(double) + 2 * sizeof(int)) * n);
+    double      *comp1;
+    int         *rank, *ident;
+
+    if (lens == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "cannot allocate the order of %d sequences",
+                         in->nseqs);
+    }
+    comp1 = (double *)(lens + n);   /* [n] comp(s, 1) by index */
+    rank  = (int *)(comp1 + n);     /* [n] inverse of the order */
+    ident = rank + n;               /* [n] 0, 1, ... */
+    for (int k = 0; k < in->nseqs; ++k) {
+        lens[k]            = in->lens[in->order[k]];
+        rank[in->order[k]] = k;
+        ident[k]           = k;
+        comp1[k]           = nsp_cost_comp(&in->cost, (double)in->lens[k], 1);
+    }
+    in->order_lens  = lens;
+    in->order_rank  = rank;
+    in->order_ident = ident;
+    in->lens_comp1  = comp1;
+    *block          = lens;
+    return NSP_OK;
+}
 
 void nsp_seq_cost_ring(const nsp_cost_t *cost, double s, int d, int ring, int recompute,
                        nsp_seq_cost_t *out)
