@@ -587,7 +587,6 @@ static nsp_status_t make_hint(const nest_state_t *st, const nest_saved_t *best,
     }
     h->nlevels     = se->nu;
     h->trial       = trial;
-    h->first_trial = trial;
     h->step        = step;
     h->work        = se->work;
     h->bound       = se->bound;

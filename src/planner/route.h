@@ -60,7 +60,7 @@ typedef struct nsp_route_hint {
     int     trial;           /**< rounds of that routing */
     double  step;            /**< its exact step, seconds per layer */
     double  work, bound;     /**< the search constants it was routed under */
-    int     r_keep, Rcap, coarse, first_trial;
+    int     r_keep, Rcap, coarse;
     int    *loc;             /**< [nseqs] round * nnodes + node in the smaller tree,
                                   by the engine's labels (longest first) */
     int    *rc;              /**< [nseqs] its group's flag */
