@@ -370,6 +370,8 @@ typedef struct nest_search {
     int              r_keep;  /* fewest rounds that hold the batch kept */
     int              Rcap;    /* most rounds */
     int              coarse;  /* few whole sequences per rank */
+    double           kept;    /* activation bytes of the batch kept, summed in the
+                                 caller's order */
     int              first;   /* 1 until the first trial is routed */
     int              nu;      /* > 0: the first routing is watched for make, whose
                                  tree of Ulysses levels alone has nu levels */
@@ -389,17 +391,17 @@ static void search_setup(const nsp_planner_input_t *in, const double *comp1,
                          nsp_route_mode_t mode, nest_search_t *se)
 {
     const nsp_cost_t *cost = &in->cost;
-    double            kept_bytes = 0.0, longest = 0.0;
+    double            longest = 0.0;
 
     memset(se, 0, sizeof(*se));
     se->mode = mode;
     for (int i = 0; i < in->nseqs; ++i) {
         const double s = (double)in->lens[i];
         se->work   += comp1[i] + nsp_cost_ep_time(cost, s);
-        kept_bytes += s * cost->act_bytes_keep;
+        se->kept   += s * cost->act_bytes_keep;
         longest     = dmax(longest, s);
     }
-    se->r_keep = (int)ceil(kept_bytes / (in->mem_cap * cost->cluster.ranks) - 1e-12);
+    se->r_keep = (int)ceil(se->kept / (in->mem_cap * cost->cluster.ranks) - 1e-12);
     if (se->r_keep < 1) {
         se->r_keep = 1;
     }
@@ -752,10 +754,7 @@ static nsp_status_t route_batch(const nsp_planner_input_t *caller_in,
     se.use   = use;
     se.nu    = make != NULL && mode == NSP_ROUTE_NESTED && !in->plain_search &&
                st.only_level < 0 ? ring_levels_shareable(&st.sh) : 0;
-    st.kept_demand = 0.0;
-    for (int c = 0; c < caller_in->nseqs; ++c) {
-        st.kept_demand += (double)caller_in->lens[c] * st.a_keep;
-    }
+    st.kept_demand = se.kept;   /* the state's own sum is in its order */
     NSP_DEBUG("routing: work/N %.6f, longest alone %.6f s per layer, %d rounds hold it kept",
               se.work / cost->cluster.ranks, se.alone, se.r_keep);
     best.loc  = malloc(sizeof(int) * n);
