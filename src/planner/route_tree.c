@@ -240,6 +240,34 @@ void nsp_nest_node_adds(const nest_state_t *st, int l, nest_node_t *nd)
     nd->addm = nd->tokens / d * ((nd->rc ? st->a_rc : st->a_keep) + st->sh.ringm[l]);
 }
 
+/* The maxima of the children c0.. c0+nc-1's aggregates (L1, L2, memory). */
+static void children_max(const nest_round_t *rd, int c0, int nc, double *a1, double *a2,
+                         double *am)
+{
+    *a1 = *a2 = *am = -NEST_INF;
+    for (int c = c0; c < c0 + nc; ++c) {
+        const nest_node_t *cd = &rd->node[c];
+        *a1 = dmax(*a1, cd->agg1);
+        *a2 = dmax(*a2, cd->agg2);
+        *am = dmax(*am, cd->aggm);
+    }
+}
+
+/* Minimum over the children c0.. c0+nc-1 of their entry e of arr (mm1 or
+ * mmm): as node_aggregate takes it. */
+static double child_min(const nest_shape_t *sh, const double *arr, int c0, int nc, int e)
+{
+    double v = NEST_INF;
+
+    if (nc == 2) {
+        return dmin(arr[sh->moff[c0] + e], arr[sh->moff[c0 + 1] + e]);
+    }
+    for (int c = c0; c < c0 + nc; ++c) {
+        v = dmin(v, arr[sh->moff[c] + e]);
+    }
+    return v;
+}
+
 /* Recompute a node's aggregates from its adds and its children; its adds
  * too if with_adds (its sums changed). Per lower level l': the minimum over
  * the children, then plus the node's own add (in that order: the values are
@@ -262,13 +290,8 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int 
     } else {
         const int c0 = sh->first_child[n], nc = sh->nchild[n];
         const int closed = st->mode == NSP_ROUTE_DISJOINT && nd->nseq > 0;
-        double    a1 = -NEST_INF, a2 = -NEST_INF, am = -NEST_INF;
-        for (int c = c0; c < c0 + nc; ++c) {
-            const nest_node_t *cd = &rd->node[c];
-            a1 = dmax(a1, cd->agg1);
-            a2 = dmax(a2, cd->agg2);
-            am = dmax(am, cd->aggm);
-        }
+        double    a1, a2, am;
+        children_max(rd, c0, nc, &a1, &a2, &am);
         for (int c = c0; st->mode == NSP_ROUTE_DISJOINT && c < c0 + nc; ++c) {
             nd->occ += rd->node[c].occ + (rd->node[c].nseq > 0);   /* read in disjoint mode only */
         }
@@ -279,22 +302,10 @@ static void node_aggregate(const nest_state_t *st, nest_round_t *rd, int n, int 
             for (int lp = 0; lp < l; ++lp) {
                 m1[lp] = mm[lp] = NEST_INF;   /* used: nothing below may open */
             }
-        } else if (nc == 2) {   /* the usual binary tree: the same minima, unrolled */
-            const double *a1m = &rd->mm1[sh->moff[c0]], *b1m = &rd->mm1[sh->moff[c0 + 1]];
-            const double *amm = &rd->mmm[sh->moff[c0]], *bmm = &rd->mmm[sh->moff[c0 + 1]];
-            for (int lp = 0; lp < l; ++lp) {
-                m1[lp] = dmin(a1m[lp], b1m[lp]) + nd->add1;
-                mm[lp] = dmin(amm[lp], bmm[lp]) + nd->addm;
-            }
         } else {
             for (int lp = 0; lp < l; ++lp) {
-                double v1 = NEST_INF, vm = NEST_INF;
-                for (int c = c0; c < c0 + nc; ++c) {
-                    v1 = dmin(v1, rd->mm1[sh->moff[c] + lp]);
-                    vm = dmin(vm, rd->mmm[sh->moff[c] + lp]);
-                }
-                m1[lp] = v1 + nd->add1;
-                mm[lp] = vm + nd->addm;
+                m1[lp] = child_min(sh, rd->mm1, c0, nc, lp) + nd->add1;
+                mm[lp] = child_min(sh, rd->mmm, c0, nc, lp) + nd->addm;
             }
         }
     }
@@ -345,21 +356,6 @@ static void vnode_aggregate(const nest_state_t *st, nest_round_t *rd, int v)
     }
 }
 
-/* Minimum over the children c0.. c0+nc-1 of their entry e of arr (mm1 or
- * mmm): the values node_aggregate takes. */
-static double child_min(const nest_shape_t *sh, const double *arr, int c0, int nc, int e)
-{
-    double v = NEST_INF;
-
-    if (nc == 2) {
-        return dmin(arr[sh->moff[c0] + e], arr[sh->moff[c0 + 1] + e]);
-    }
-    for (int c = c0; c < c0 + nc; ++c) {
-        v = dmin(v, arr[sh->moff[c] + e]);
-    }
-    return v;
-}
-
 /* Nested mode, ancestor p of a changed node whose entries chg[0..level(p)-1]
  * may have changed (the others did not): its maxima from its children and
  * those entries and its own level's, as node_aggregate computes them; chg
@@ -370,14 +366,10 @@ static int ancestor_update(const nest_state_t *st, nest_round_t *rd, int p, unsi
     const int           l = sh->level[p], c0 = sh->first_child[p], nc = sh->nchild[p];
     nest_node_t        *nd = &rd->node[p];
     double             *m1 = &rd->mm1[sh->moff[p]], *mm = &rd->mmm[sh->moff[p]];
-    double              a1 = -NEST_INF, a2 = -NEST_INF, am = -NEST_INF;
-    int                 any = 0;
+    double              a1, a2, am;
+    int                 any;
 
-    for (int c = c0; c < c0 + nc; ++c) {
-        a1 = dmax(a1, rd->node[c].agg1);
-        a2 = dmax(a2, rd->node[c].agg2);
-        am = dmax(am, rd->node[c].aggm);
-    }
+    children_max(rd, c0, nc, &a1, &a2, &am);
     any = nd->agg1 != nd->add1 + a1 || nd->agg2 != nd->add2 + a2 || nd->aggm != nd->addm + am;
     nd->agg1 = nd->add1 + a1;
     nd->agg2 = nd->add2 + a2;
