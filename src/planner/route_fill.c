@@ -117,6 +117,17 @@ static double alone_time(const nest_state_t *st, int i, int l)
     return C + st->eta1 * K;
 }
 
+/* Row k of st->alone: alone_time of the k-th sequence of the batch order
+ * at every level. */
+static void alone_fill(nest_state_t *st, int k)
+{
+    const int i = st->in->order[k], nl = st->sh.nl;
+
+    for (int l = 0; l < nl; ++l) {
+        st->alone[(size_t)k * nl + l] = alone_time(st, i, l);
+    }
+}
+
 /* alone_time of the k-th sequence of the batch order at every level
  * ([nl], kept in the state: it depends on neither the rounds nor the
  * target, and every routing of the state asks for the same prefix). */
@@ -125,16 +136,10 @@ static const double *alone_row(nest_state_t *st, int k)
     const int nl = st->sh.nl;
 
     if (st->in->plain_search) {
-        const int i = st->in->order[k];
-        for (int l = 0; l < nl; ++l) {
-            st->alone[(size_t)k * nl + l] = alone_time(st, i, l);
-        }
-        return &st->alone[(size_t)k * nl];
-    }
-    for (; st->nalone <= k; ++st->nalone) {
-        const int i = st->in->order[st->nalone];
-        for (int l = 0; l < nl; ++l) {
-            st->alone[(size_t)st->nalone * nl + l] = alone_time(st, i, l);
+        alone_fill(st, k);   /* computed every time */
+    } else {
+        for (; st->nalone <= k; ++st->nalone) {
+            alone_fill(st, st->nalone);
         }
     }
     return &st->alone[(size_t)k * nl];
