@@ -905,7 +905,7 @@ static double leaf_floor(const nest_state_t *st, const nest_watch_t *w, int r, i
     double              total = 0.0, longest = 0.0, take;
 
     for (int i = nd->head; i >= 0; i = st->next[i]) {
-        const double c = st->comp1[i] + st->cost->ep_s_per_token * (double)st->in->lens[i];
+        const double c = least_area(st, i);   /* its compute on one rank */
         total  += c;
         longest = dmax(longest, c);
     }
