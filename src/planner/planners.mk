@@ -1,6 +1,8 @@
 # src/planner: the planners and nsp_plan_create (static, disjoint, nested, megatron)
 libnspcomm_planner_la_SOURCES += \
 	src/planner/planner.c \
+	src/planner/planner_table.c \
+	src/planner/planner_params.c \
 	src/planner/seq_cost.c \
 	src/planner/assign.c \
 	src/planner/static.c \
