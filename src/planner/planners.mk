@@ -19,19 +19,28 @@ noinst_HEADERS += \
 	src/planner/route_internal.h \
 	src/planner/disjoint.h
 
-# The disjoint planner's MILP (CBC and/or GLPK, both optional) in a
-# convenience library, so only this file sees the solver's include path.
-noinst_LTLIBRARIES += src/planner/libnsp_milp.la
-src_planner_libnsp_milp_la_SOURCES = src/planner/milp.c
-src_planner_libnsp_milp_la_CPPFLAGS = $(AM_CPPFLAGS)
-libnspcomm_planner_la_LIBADD += src/planner/libnsp_milp.la
+# The disjoint planner's MILP (dj_milp*.c) on a generic row-form MILP
+# (milp.c) and the solvers configure found, one file each, listed in
+# milp_table.c (docs/extending.md, "A MILP solver"). CBC's file is a
+# convenience library of its own, so only it sees CBC's include path.
+libnspcomm_planner_la_SOURCES += \
+	src/planner/dj_milp.c \
+	src/planner/dj_milp_model.c \
+	src/planner/dj_milp_map.c \
+	src/planner/milp.c \
+	src/planner/milp_table.c
+noinst_HEADERS += src/planner/dj_milp.h src/planner/milp.h
 if NSP_CBC
-src_planner_libnsp_milp_la_CPPFLAGS += $(CBC_CFLAGS)
-libnspcomm_planner_la_LIBADD += $(CBC_LIBS)
+noinst_LTLIBRARIES += src/planner/libnsp_milp_cbc.la
+src_planner_libnsp_milp_cbc_la_SOURCES = src/planner/milp_cbc.c
+src_planner_libnsp_milp_cbc_la_CPPFLAGS = $(AM_CPPFLAGS) $(CBC_CFLAGS)
+libnspcomm_planner_la_LIBADD += src/planner/libnsp_milp_cbc.la $(CBC_LIBS)
 endif
 if NSP_GLPK
+libnspcomm_planner_la_SOURCES += src/planner/milp_glpk.c
 libnspcomm_planner_la_LIBADD += $(GLPK_LIBS)
 endif
+EXTRA_DIST += src/planner/milp_cbc.c src/planner/milp_glpk.c
 
 # ---------------------------------------------------------------------------
 # Tests of the planners (tests/planners/): invariants over random batches,
