@@ -12,7 +12,8 @@
 
 /* The default tree: 1, 2, 4, ... while valid, then the largest valid degree
  * if it is a multiple of the last (e.g. 1, 2, 4, 8, 24 for 24 heads). With
- * rings (not for the disjoint planner, which stays Ulysses-only), the tree
+ * rings (for a planner with ring levels; the disjoint planner's tree stays
+ * Ulysses-only), the tree
  * goes on doubling up to the ranks, then the ranks themselves if they are a
  * multiple of the last (e.g. 1, 2, ..., 32, 64, 128), each level above the
  * Ulysses limit Ulysses x ring (nsp_cost_ring_for_degree). */
@@ -44,10 +45,11 @@ static void default_levels(const nsp_cost_t *cost, int ring, nsp_planner_input_t
 
 /* The tree: params.level_degrees checked, or the default one. Ring levels
  * only for a planner with NSP_PLANNER_CAP_RING_LEVELS. */
-static nsp_status_t resolve_levels(const nsp_planner_params_t *p, int ring_levels,
-                                   nsp_planner_input_t *in)
+static nsp_status_t resolve_levels(const nsp_planner_params_t *p,
+                                   const nsp_planner_entry_t *planner, nsp_planner_input_t *in)
 {
-    const nsp_cost_t *cost = &in->cost;
+    const nsp_cost_t *cost        = &in->cost;
+    const int         ring_levels = (planner->caps & NSP_PLANNER_CAP_RING_LEVELS) != 0;
 
     if (!(p->field_mask & NSP_PLANNER_FIELD_LEVEL_DEGREES)) {
         default_levels(cost, in->enable_ring && ring_levels, in);
@@ -71,10 +73,10 @@ static nsp_status_t resolve_levels(const nsp_planner_params_t *p, int ring_level
         } else if (!nsp_cost_degree_valid(cost, d)) {
             return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees[%d]=%d is not a valid "
                              "degree: it must divide q_heads=%d, divide kv_heads=%d or be a "
-                             "multiple of it, and be <= ranks=%d%s", l, d,
+                             "multiple of it, and be <= ranks=%d%s%s%s", l, d,
                              cost->model.q_heads, cost->model.kv_heads, cost->cluster.ranks,
-                             in->enable_ring ? " (the disjoint planner uses Ulysses degrees "
-                             "only)" : "");
+                             in->enable_ring ? " (the " : "", in->enable_ring ? planner->name : "",
+                             in->enable_ring ? " planner uses Ulysses degrees only)" : "");
         }
         if (l > 0 && (d <= p->level_degrees[l - 1] || d % p->level_degrees[l - 1] != 0)) {
             return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees must ascend and each "
@@ -146,5 +148,5 @@ nsp_status_t nsp_planner_resolve_params(const nsp_planner_params_t *p,
         }
         in->max_rounds = p->max_rounds;
     }
-    return resolve_levels(p, (planner->caps & NSP_PLANNER_CAP_RING_LEVELS) != 0, in);
+    return resolve_levels(p, planner, in);
 }
