@@ -339,11 +339,32 @@ typedef enum {
 
 /**
  * The kind whose plans are named `name` (borrowed): "static", "disjoint",
- * "nested", or any kind this build adds. Errors: NSP_ERR_INVALID_ARG (NULL),
- * NSP_ERR_NOT_FOUND (unknown name: the message lists the known ones).
+ * "nested", "megatron", or any kind this build adds (nsp_planner_at() lists
+ * them all). Errors: NSP_ERR_INVALID_ARG (NULL), NSP_ERR_NOT_FOUND (unknown
+ * name: the message lists the known ones).
  */
 NSP_EXPORT
 nsp_status_t nsp_planner_kind_from_name(const char *name, nsp_planner_kind_t *kind);
+
+/**
+ * How many planners this build has (to list them with nsp_planner_at(), e.g.
+ * to offer every one in a tool or a binding). Errors: NSP_ERR_INVALID_ARG
+ * (NULL count).
+ */
+NSP_EXPORT
+nsp_status_t nsp_planner_count(int *count);
+
+/**
+ * The planner at `index` (0 <= index < nsp_planner_count(), always in the
+ * same order: static, disjoint, nested, megatron, then any this build adds):
+ * its kind (params.kind selecting it; a build's extra planner may have a
+ * kind outside nsp_planner_kind_t's names) and its name (a static string:
+ * nsp_plan_t.planner of its plans, what nsp_planner_kind_from_name() takes).
+ * Either output may be NULL. Errors: NSP_ERR_INVALID_ARG (index out of
+ * range: the message gives the count).
+ */
+NSP_EXPORT
+nsp_status_t nsp_planner_at(int index, nsp_planner_kind_t *kind, const char **name);
 
 /** Which optional fields of nsp_planner_params_t are set (UCX-style mask). */
 enum {
@@ -384,7 +405,8 @@ typedef struct nsp_planner_params {
  * time; with params.enable_ring it carries NSP_PLAN_FLAG_RING and the bound
  * with rings. Errors: NSP_ERR_INVALID_ARG (a length <= 0, names the index;
  * inconsistent cluster; more than NSP_MAX_RANKS ranks or NSP_MAX_BATCH_SEQS
- * sequences; a parameter out of range), NSP_ERR_INFEASIBLE (a sequence no group can hold:
+ * sequences; a parameter out of range; a params.kind no planner of this
+ * build has: the message lists the kinds), NSP_ERR_INFEASIBLE (a sequence no group can hold:
  * the message names the sequence, its length and the memory it needs at the
  * largest degree with recomputation), NSP_ERR_NO_MEMORY.
  */

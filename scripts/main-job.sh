@@ -10,7 +10,7 @@
 # Exit status: the demo's (1 when a correctness check failed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-demo=build/examples/nsp_demo
+demo=build/tools/nsp_demo
 if [ ! -x "$demo" ]; then
     echo "main job: $demo is missing: run scripts/build.sh first" >&2
     exit 1

@@ -13,7 +13,7 @@
 # pipelining of an inter-node level is measured even where the calibrated
 # eta keeps every group inside a node (same batch, same checks).
 # --before DIR: per rate, on the same cluster, DIR's perf/nsp_calibrate and
-# examples/nsp_demo too (another build, e.g. the base of a change to the
+# tools/nsp_demo too (another build, e.g. the base of a change to the
 # calibration or the model: -before), the two builds in alternating order.
 # The cluster prefix is NSP_NC_PREFIX if set (default ncr<pid>-).
 # Needs root. Writes DIR/cal-RATE[-KxG].json, DIR/demo-RATE[-KxG][-nothread].json
@@ -60,7 +60,9 @@ run() { # run RATE SUFFIX [ENV...]: calibrate and demo on a fresh cluster
         -k "$nodes" -r "$rate" sh -c '
         b=$1 o=$2 key=$3$4 reps=$5 n=$6 shape=$7 eta1=$8 before=$9 flip=${10}
         demo() { # demo BUILD KEY: the demo of BUILD planned with cal-KEY.json
-            "$1/examples/nsp_demo" --ranks "$n" --no-tcp --batches 1 --reps "$reps" --quiet \
+            d=$1/tools/nsp_demo   # examples/nsp_demo in builds before it moved
+            [ -x "$d" ] || d=$1/examples/nsp_demo
+            "$d" --ranks "$n" --no-tcp --batches 1 --reps "$reps" --quiet \
                 --cluster-file "$o/cal-$2.json" --json "$o/demo-$2.json" --svg "" \
                 >"$o/demo-$2.txt" 2>"$o/demo-$2.err"
         }

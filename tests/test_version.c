@@ -1,5 +1,6 @@
 /* nsp_version, nsp_struct_size, nsp_abi_check (the ABI check of bindings),
- * nsp_planner_kind_from_name and nsp_launcher_detect (torchrun and friends). */
+ * nsp_planner_kind_from_name, nsp_planner_count/at (the planners listed) and
+ * nsp_launcher_detect (torchrun and friends). */
 #include "nspcomm.h"
 #include "common/log.h"
 #include "tap.h"
@@ -49,10 +50,40 @@ static void test_kind_names(void)
     tap_ok(strstr(nsp_last_error(), "static") != NULL, "and the message lists the known ones");
 }
 
+/* nsp_planner_count / nsp_planner_at list the built-in planners in their
+ * documented order, each name round-tripping through kind_from_name. */
+static void test_planner_list(void)
+{
+    static const char *const names[] = {"static", "disjoint", "nested", "megatron"};
+    static const nsp_planner_kind_t kinds[] = {NSP_PLANNER_STATIC, NSP_PLANNER_DISJOINT,
+                                               NSP_PLANNER_NESTED, NSP_PLANNER_MEGATRON};
+    int                count = -1;
+    nsp_planner_kind_t k = (nsp_planner_kind_t)-1, back = (nsp_planner_kind_t)-1;
+    const char        *name = NULL;
+
+    tap_is_int(nsp_planner_count(&count), NSP_OK, "nsp_planner_count succeeds");
+    tap_is_int(count, 4, "this build has the four built-in planners");
+    for (int i = 0; i < 4; ++i) {
+        tap_ok(nsp_planner_at(i, &k, &name) == NSP_OK && k == kinds[i] && name != NULL &&
+                   strcmp(name, names[i]) == 0,
+               "planner %d is %s (kind %d)", i, names[i], (int)kinds[i]);
+        tap_ok(nsp_planner_kind_from_name(name, &back) == NSP_OK && back == k,
+               "and its name gives its kind back");
+    }
+    tap_is_int(nsp_planner_at(0, NULL, NULL), NSP_OK, "both outputs may be NULL");
+    tap_is_int(nsp_planner_at(count, &k, &name), NSP_ERR_INVALID_ARG,
+               "an index past the count is NSP_ERR_INVALID_ARG");
+    tap_ok(strstr(nsp_last_error(), "[0, 4)") != NULL, "and the message gives the range");
+    tap_is_int(nsp_planner_at(-1, &k, &name), NSP_ERR_INVALID_ARG,
+               "a negative index is NSP_ERR_INVALID_ARG");
+    tap_is_int(nsp_planner_count(NULL), NSP_ERR_INVALID_ARG, "a NULL count is NSP_ERR_INVALID_ARG");
+}
+
 int main(void)
 {
     setenv("NSPCOMM_LOG_LEVEL", "ERROR", 0);
     test_version();
     test_kind_names();
+    test_planner_list();
     return tap_done();
 }

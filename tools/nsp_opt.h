@@ -1,5 +1,5 @@
 /*
- * The checked option parser of nspcomm's tools (perf/, examples/): every
+ * The checked option parser of nspcomm's tools (perf/, tools/demo/): every
  * number a tool reads from its command line goes through one of these, so
  * every tool refuses a bad value the same way, before it runs.
  *

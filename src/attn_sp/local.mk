@@ -14,49 +14,4 @@ noinst_HEADERS += \
 	src/attn_sp/nested_a2a.h \
 	src/attn_sp/nested_a2a_common.h \
 	src/attn_sp/nested_a2a_engine.h
-
-# Tests of the nested all-to-all (tests/a2a/): pure ones in one process.
-check_LTLIBRARIES += tests/a2a/liba2aref.la
-tests_a2a_liba2aref_la_SOURCES = tests/a2a/a2a_ref.c tests/a2a/a2a_ref.h tests/a2a/a2a_mp.h
-tests_a2a_liba2aref_la_CFLAGS = $(AM_CFLAGS)
-
-A2A_TEST_LIBS = tests/a2a/liba2aref.la tests/libnsptest.la libnspcomm.la libnspcomm_planner.la -lm
-
-check_PROGRAMS += tests/a2a/test_layout tests/a2a/test_pack tests/a2a/test_levels
-TESTS += tests/a2a/test_layout tests/a2a/test_pack tests/a2a/test_levels
-tests_a2a_test_layout_SOURCES = tests/a2a/test_layout.c
-tests_a2a_test_layout_LDADD = $(A2A_TEST_LIBS)
-tests_a2a_test_pack_SOURCES = tests/a2a/test_pack.c
-tests_a2a_test_pack_LDADD = $(A2A_TEST_LIBS)
-tests_a2a_test_levels_SOURCES = tests/a2a/test_levels.c
-tests_a2a_test_levels_LDADD = $(A2A_TEST_LIBS)
-# Buffer sizes given through params (NSP_A2A_FIELD_BYTES), checked.
-check_PROGRAMS += tests/a2a/test_a2a_bytes
-TESTS += tests/a2a/test_a2a_bytes
-tests_a2a_test_a2a_bytes_SOURCES = tests/a2a/test_a2a_bytes.c
-tests_a2a_test_a2a_bytes_LDADD = $(A2A_TEST_LIBS)
-endif
-
-# Multi-rank tests: real processes over UCX on loopback (tests/mp.h).
-if NSP_COMM
-check_PROGRAMS += tests/a2a/test_a2a_mp
-TESTS += tests/a2a/test_a2a_mp
-tests_a2a_test_a2a_mp_SOURCES = tests/a2a/test_a2a_mp.c
-tests_a2a_test_a2a_mp_LDADD = $(A2A_TEST_LIBS)
-# Mapped sources (nsp_mem_alloc, params.mapped) over UCX on loopback.
-check_PROGRAMS += tests/a2a/test_a2a_mapped
-TESTS += tests/a2a/test_a2a_mapped
-tests_a2a_test_a2a_mapped_SOURCES = tests/a2a/test_a2a_mapped.c
-tests_a2a_test_a2a_mapped_LDADD = $(A2A_TEST_LIBS)
-# Persistent handles, two worlds in one process, two threads with a world each.
-check_PROGRAMS += tests/a2a/test_a2a_worlds
-TESTS += tests/a2a/test_a2a_worlds
-tests_a2a_test_a2a_worlds_SOURCES = tests/a2a/test_a2a_worlds.c
-tests_a2a_test_a2a_worlds_LDADD = $(A2A_TEST_LIBS)
-endif
-
-# perf/nsp_a2a_perf end to end on 4 forked ranks (small sizes).
-if NSP_COMM
-TESTS += tests/a2a/test_a2a_perf.sh
-dist_noinst_SCRIPTS += tests/a2a/test_a2a_perf.sh
 endif

@@ -471,7 +471,7 @@ out_free:
 
 /* ---- entry point ---------------------------------------------------------------- */
 
-nsp_status_t nsp_planner_disjoint(const nsp_planner_input_t *in, nsp_plan_t **plan)
+static nsp_status_t disjoint_plan(const nsp_planner_input_t *in, nsp_plan_t **plan)
 {
     nsp_route_assign_t best, eng;
     double             best_step = DBL_MAX, eng_step = DBL_MAX;
@@ -509,3 +509,12 @@ out_free_best:
     nsp_route_assign_free(&best);
     return status;
 }
+
+/* FlexSP's groups are Ulysses-only: its tree has no ring levels. */
+const nsp_planner_entry_t nsp_planner_disjoint_entry = {
+    .name       = "disjoint",
+    .kind       = NSP_PLANNER_DISJOINT,
+    .caps       = NSP_PLANNER_CAP_DISJOINT_ROUNDS,
+    .top_degree = nsp_planner_tree_top_degree,
+    .plan       = disjoint_plan,
+};

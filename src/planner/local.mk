@@ -1,4 +1,6 @@
-# src/planner: pure C, no transport, no hwloc (docs/design.md §3, §5).
+# src/planner: pure C, no transport, no hwloc (docs/design.md §3, §5); its
+# tests are registered in tests/planner/local.mk.
+# The cost model, presets, plans, files, workloads, validation, plan JSON.
 libnspcomm_planner_la_SOURCES += \
 	src/planner/cost.c \
 	src/planner/presets.c \
@@ -12,63 +14,49 @@ noinst_HEADERS += \
 	src/planner/cost.h \
 	src/planner/plan_internal.h \
 	src/planner/planner_io.h
-
 # data/models and data/clusters ship through EXTRA_DIST (data) in Makefile.am.
 
-# ---------------------------------------------------------------------------
-# Tests of the cost model, files, workloads, plan JSON and validation
-# (tests/planner/). random_plan.c builds random valid plans the way a
-# planner does; gen_plans writes some for tools/plan_check.py.
-# ---------------------------------------------------------------------------
-PLANNER_TEST_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests -I$(top_srcdir)/tools \
-	-DNSP_TEST_SRCDIR='"$(abs_top_srcdir)"'
-PLANNER_TEST_LDADD = tests/libnsptest.la libnspcomm_planner.la -lm
-PLANNER_TEST_COMMON = tests/planner/random_plan.c tests/planner/random_plan.h
+# The planners and nsp_plan_create (static, disjoint, nested, megatron; one
+# entry each, listed in planner_table.c: docs/extending.md, "A planner").
+libnspcomm_planner_la_SOURCES += \
+	src/planner/planner.c \
+	src/planner/planner_table.c \
+	src/planner/planner_params.c \
+	src/planner/seq_cost.c \
+	src/planner/assign.c \
+	src/planner/static.c \
+	src/planner/route.c \
+	src/planner/route_tree.c \
+	src/planner/route_fill.c \
+	src/planner/nested.c \
+	src/planner/disjoint.c \
+	src/planner/dj_round.c \
+	src/planner/megatron.c
+noinst_HEADERS += \
+	src/planner/planners.h \
+	src/planner/route.h \
+	src/planner/route_internal.h \
+	src/planner/disjoint.h
 
-PLANNER_TESTS = \
-	tests/planner/test_json \
-	tests/planner/test_cost_vectors \
-	tests/planner/test_model_cluster \
-	tests/planner/test_workload \
-	tests/planner/test_plan_json \
-	tests/planner/test_validate \
-	tests/planner/test_ring_cost \
-	tests/planner/test_xfer_cpu
-check_PROGRAMS += $(PLANNER_TESTS) tests/planner/gen_plans
-TESTS += $(PLANNER_TESTS)
-
-tests_planner_test_json_SOURCES = tests/planner/test_json.c $(PLANNER_TEST_COMMON)
-tests_planner_test_json_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
-tests_planner_test_json_LDADD = $(PLANNER_TEST_LDADD)
-tests_planner_test_cost_vectors_SOURCES = tests/planner/test_cost_vectors.c $(PLANNER_TEST_COMMON)
-tests_planner_test_cost_vectors_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
-tests_planner_test_cost_vectors_LDADD = $(PLANNER_TEST_LDADD)
-tests_planner_test_model_cluster_SOURCES = tests/planner/test_model_cluster.c $(PLANNER_TEST_COMMON)
-tests_planner_test_model_cluster_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
-tests_planner_test_model_cluster_LDADD = $(PLANNER_TEST_LDADD)
-tests_planner_test_workload_SOURCES = tests/planner/test_workload.c $(PLANNER_TEST_COMMON)
-tests_planner_test_workload_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
-tests_planner_test_workload_LDADD = $(PLANNER_TEST_LDADD)
-tests_planner_test_plan_json_SOURCES = tests/planner/test_plan_json.c $(PLANNER_TEST_COMMON)
-tests_planner_test_plan_json_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
-tests_planner_test_plan_json_LDADD = $(PLANNER_TEST_LDADD)
-tests_planner_test_validate_SOURCES = tests/planner/test_validate.c $(PLANNER_TEST_COMMON)
-tests_planner_test_validate_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
-tests_planner_test_validate_LDADD = $(PLANNER_TEST_LDADD)
-tests_planner_test_ring_cost_SOURCES = tests/planner/test_ring_cost.c $(PLANNER_TEST_COMMON)
-tests_planner_test_ring_cost_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
-tests_planner_test_ring_cost_LDADD = $(PLANNER_TEST_LDADD)
-tests_planner_test_xfer_cpu_SOURCES = tests/planner/test_xfer_cpu.c $(PLANNER_TEST_COMMON)
-tests_planner_test_xfer_cpu_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
-tests_planner_test_xfer_cpu_LDADD = $(PLANNER_TEST_LDADD)
-tests_planner_gen_plans_SOURCES = tests/planner/gen_plans.c $(PLANNER_TEST_COMMON)
-tests_planner_gen_plans_CPPFLAGS = $(PLANNER_TEST_CPPFLAGS)
-tests_planner_gen_plans_LDADD = $(PLANNER_TEST_LDADD)
-
-# The independent checker re-derives every predicted number (Python 3, stdlib).
-dist_noinst_SCRIPTS += tools/plan_check.py
-if NSP_PYTHON
-TESTS += tests/planner/test_plan_check.py tests/planner/test_ctypes.py
+# The disjoint planner's MILP (dj_milp*.c) on a generic row-form MILP
+# (milp.c) and the solvers configure found, one file each, listed in
+# milp_table.c (docs/extending.md, "A MILP solver"). CBC's file is a
+# convenience library of its own, so only it sees CBC's include path.
+libnspcomm_planner_la_SOURCES += \
+	src/planner/dj_milp.c \
+	src/planner/dj_milp_model.c \
+	src/planner/dj_milp_map.c \
+	src/planner/milp.c \
+	src/planner/milp_table.c
+noinst_HEADERS += src/planner/dj_milp.h src/planner/milp.h
+if NSP_CBC
+noinst_LTLIBRARIES += src/planner/libnsp_milp_cbc.la
+src_planner_libnsp_milp_cbc_la_SOURCES = src/planner/milp_cbc.c
+src_planner_libnsp_milp_cbc_la_CPPFLAGS = $(AM_CPPFLAGS) $(CBC_CFLAGS)
+libnspcomm_planner_la_LIBADD += src/planner/libnsp_milp_cbc.la $(CBC_LIBS)
 endif
-EXTRA_DIST += tests/planner/test_plan_check.py tests/planner/test_ctypes.py \
-	tests/planner/taplib.py tests/planner/data
+if NSP_GLPK
+libnspcomm_planner_la_SOURCES += src/planner/milp_glpk.c
+libnspcomm_planner_la_LIBADD += $(GLPK_LIBS)
+endif
+EXTRA_DIST += src/planner/milp_cbc.c src/planner/milp_glpk.c

@@ -661,7 +661,7 @@ static nsp_status_t mg_search(const nsp_planner_input_t *in, mg_run_t *run, mg_r
     return NSP_OK;
 }
 
-nsp_status_t nsp_planner_megatron(const nsp_planner_input_t *in, nsp_plan_t **plan)
+static nsp_status_t megatron_plan(const nsp_planner_input_t *in, nsp_plan_t **plan)
 {
     mg_run_t     run, best;
     mg_reject_t  why = {-1, 0, 0.0, 0};
@@ -692,3 +692,17 @@ out_free_run:
     mg_run_free(&run);
     return status;
 }
+
+/* Every rank with rings, else the largest Ulysses degree. */
+static int megatron_top_degree(const nsp_planner_input_t *in)
+{
+    return nsp_cost_top_degree(&in->cost, in->enable_ring);
+}
+
+const nsp_planner_entry_t nsp_planner_megatron_entry = {
+    .name       = "megatron",
+    .kind       = NSP_PLANNER_MEGATRON,
+    .caps       = NSP_PLANNER_CAP_DISJOINT_ROUNDS | NSP_PLANNER_CAP_RING_LEVELS,
+    .top_degree = megatron_top_degree,
+    .plan       = megatron_plan,
+};

@@ -55,7 +55,7 @@ static int ulysses_subtree(const nsp_planner_input_t *in, nsp_planner_input_t *o
            in->mem_cap;
 }
 
-nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan)
+static nsp_status_t nested_plan(const nsp_planner_input_t *in, nsp_plan_t **plan)
 {
     nsp_planner_input_t uly;
     nsp_plan_t         *ring_plan = NULL, *uly_plan = NULL;
@@ -109,3 +109,11 @@ nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan
     *plan = ring_plan != NULL ? ring_plan : uly_plan;
     return NSP_OK;
 }
+
+const nsp_planner_entry_t nsp_planner_nested_entry = {
+    .name       = "nested",
+    .kind       = NSP_PLANNER_NESTED,
+    .caps       = NSP_PLANNER_CAP_RING_LEVELS,
+    .top_degree = nsp_planner_tree_top_degree,
+    .plan       = nested_plan,
+};

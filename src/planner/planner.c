@@ -1,8 +1,8 @@
 /*
  * nsp_plan_create(): validate one batch, resolve the planner parameters to
- * their defaults, run the chosen planner (static.c, disjoint.c, nested.c,
- * megatron.c),
- * time it and log a one-line summary of the plan at INFO.
+ * their defaults (planner_params.c), run the planner params.kind selects
+ * (planner_table.c), time it and log a one-line summary of the plan at
+ * INFO.
  */
 #include "planner/planners.h"
 #include "common/log.h"
@@ -17,199 +17,7 @@
  * packed to the limit stays under it when re-evaluated in another order. */
 #define NSP_PLANNER_MEM_MARGIN 1e-6
 
-/* ---- parameter resolution --------------------------------------------- */
-
-static const char *planner_name(nsp_planner_kind_t kind)
-{
-    switch (kind) {
-    case NSP_PLANNER_STATIC:   return "static";
-    case NSP_PLANNER_DISJOINT: return "disjoint";
-    case NSP_PLANNER_NESTED:   return "nested";
-    case NSP_PLANNER_MEGATRON: return "megatron";
-    }
-    return "unknown";
-}
-
-/* Kinds are small consecutive integers; any kind planner_name() knows is found. */
-nsp_status_t nsp_planner_kind_from_name(const char *name, nsp_planner_kind_t *kind)
-{
-    if (name == NULL || kind == NULL) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_planner_kind_from_name: NULL argument");
-    }
-    for (int k = 0; k < 64; ++k) {
-        if (strcmp(planner_name((nsp_planner_kind_t)k), name) == 0) {
-            *kind = (nsp_planner_kind_t)k;
-            return NSP_OK;
-        }
-    }
-    {
-        char known[256] = "";
-        for (int k = 0; k < 64; ++k) {
-            const char *n = planner_name((nsp_planner_kind_t)k);
-            if (strcmp(n, "unknown") != 0 && strlen(known) + strlen(n) + 3 < sizeof known) {
-                strcat(strcat(known, known[0] ? ", " : ""), n);
-            }
-        }
-        return nsp_error(NSP_ERR_NOT_FOUND, "unknown planner '%s' (known: %s)", name, known);
-    }
-}
-
-/* The default tree: 1, 2, 4, ... while valid, then the largest valid degree
- * if it is a multiple of the last (e.g. 1, 2, 4, 8, 24 for 24 heads). With
- * rings (not for the disjoint planner, which stays Ulysses-only), the tree
- * goes on doubling up to the ranks, then the ranks themselves if they are a
- * multiple of the last (e.g. 1, 2, ..., 32, 64, 128), each level above the
- * Ulysses limit Ulysses x ring (nsp_cost_ring_for_degree). */
-static void default_levels(const nsp_cost_t *cost, int ring, nsp_planner_input_t *in)
-{
-    const int N = cost->cluster.ranks;
-    int       n = 0;
-
-    for (int d = 1; d <= cost->max_degree && n < NSP_PLANNER_MAX_LEVELS; d *= 2) {
-        if (nsp_cost_degree_valid(cost, d)) {
-            in->level_degrees[n++] = d;
-        }
-    }
-    if (n < NSP_PLANNER_MAX_LEVELS && in->level_degrees[n - 1] != cost->max_degree &&
-        cost->max_degree % in->level_degrees[n - 1] == 0) {
-        in->level_degrees[n++] = cost->max_degree;
-    }
-    if (ring) {
-        for (int d = 2 * in->level_degrees[n - 1]; d <= N && n < NSP_PLANNER_MAX_LEVELS; d *= 2) {
-            in->level_degrees[n++] = d;
-        }
-        if (n < NSP_PLANNER_MAX_LEVELS && in->level_degrees[n - 1] != N &&
-            N % in->level_degrees[n - 1] == 0) {
-            in->level_degrees[n++] = N;
-        }
-    }
-    in->nlevels = n;
-}
-
-static nsp_status_t resolve_levels(const nsp_planner_params_t *p, nsp_planner_input_t *in)
-{
-    const nsp_cost_t *cost = &in->cost;
-
-    if (!(p->field_mask & NSP_PLANNER_FIELD_LEVEL_DEGREES)) {
-        default_levels(cost, in->enable_ring && p->kind != NSP_PLANNER_DISJOINT, in);
-        for (int l = 0; l < in->nlevels; ++l) {
-            in->level_ring[l] = nsp_planner_ring_of(in, in->level_degrees[l]);
-        }
-        return NSP_OK;
-    }
-    if (p->nlevels < 1 || p->nlevels > NSP_PLANNER_MAX_LEVELS || p->level_degrees == NULL) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "params.nlevels=%d must be in [1, %d] with "
-                         "params.level_degrees set", p->nlevels, NSP_PLANNER_MAX_LEVELS);
-    }
-    for (int l = 0; l < p->nlevels; ++l) {
-        const int d = p->level_degrees[l];
-        if (in->enable_ring && p->kind != NSP_PLANNER_DISJOINT) {
-            if (d < 1 || d > cost->cluster.ranks) {
-                return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees[%d]=%d is not a "
-                                 "valid degree: with rings it must be in [1, ranks=%d]", l, d,
-                                 cost->cluster.ranks);
-            }
-        } else if (!nsp_cost_degree_valid(cost, d)) {
-            return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees[%d]=%d is not a valid "
-                             "degree: it must divide q_heads=%d, divide kv_heads=%d or be a "
-                             "multiple of it, and be <= ranks=%d%s", l, d,
-                             cost->model.q_heads, cost->model.kv_heads, cost->cluster.ranks,
-                             in->enable_ring ? " (the disjoint planner uses Ulysses degrees "
-                             "only)" : "");
-        }
-        if (l > 0 && (d <= p->level_degrees[l - 1] || d % p->level_degrees[l - 1] != 0)) {
-            return nsp_error(NSP_ERR_INVALID_ARG, "params.level_degrees must ascend and each "
-                             "divide the next so groups nest; got %d after %d", d,
-                             p->level_degrees[l - 1]);
-        }
-        in->level_degrees[l] = d;
-        in->level_ring[l]    = p->kind == NSP_PLANNER_DISJOINT ? 1 : nsp_planner_ring_of(in, d);
-    }
-    in->nlevels = p->nlevels;
-    return NSP_OK;
-}
-
-static nsp_status_t resolve_params(const nsp_planner_params_t *p, nsp_planner_input_t *in)
-{
-    const nsp_cost_t *cost = &in->cost;
-
-    in->static_degree    = 0;
-    in->static_recompute = -1;
-    in->time_limit_s     = NSP_PLANNER_DEFAULT_TIME_LIMIT_S;
-    in->max_rounds       = NSP_PLANNER_DEFAULT_MAX_ROUNDS;
-    in->enable_ring      = (p->field_mask & NSP_PLANNER_FIELD_ENABLE_RING) && p->enable_ring;
-    if (p->field_mask & NSP_PLANNER_FIELD_ENABLE_RING &&
-        p->enable_ring != 0 && p->enable_ring != 1) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "params.enable_ring=%d must be 0 or 1",
-                         p->enable_ring);
-    }
-    if (p->field_mask & NSP_PLANNER_FIELD_STATIC_DEGREE) {
-        const int d = p->static_degree;
-        if (!nsp_cost_degree_valid(cost, d) &&
-            !(in->enable_ring && d > cost->max_degree && d <= cost->cluster.ranks &&
-              cost->cluster.ranks % d == 0)) {
-            return nsp_error(NSP_ERR_INVALID_ARG, "params.static_degree=%d is not a valid "
-                             "degree: it must divide q_heads=%d, divide kv_heads=%d or be a "
-                             "multiple of it, and be <= ranks=%d%s", d,
-                             cost->model.q_heads, cost->model.kv_heads, cost->cluster.ranks,
-                             in->enable_ring ? ", or (with rings) be above the largest "
-                             "Ulysses degree and divide the ranks" : "");
-        }
-        in->static_degree = d;
-    }
-    if (p->field_mask & NSP_PLANNER_FIELD_STATIC_RECOMPUTE) {
-        if (p->static_recompute != 0 && p->static_recompute != 1) {
-            return nsp_error(NSP_ERR_INVALID_ARG, "params.static_recompute=%d must be 0 or 1",
-                             p->static_recompute);
-        }
-        in->static_recompute = p->static_recompute;
-    }
-    if (p->field_mask & NSP_PLANNER_FIELD_TIME_LIMIT) {
-        if (!(p->time_limit_s > 0.0) || !isfinite(p->time_limit_s)) {
-            return nsp_error(NSP_ERR_INVALID_ARG, "params.time_limit_s=%g must be a positive "
-                             "number of seconds", p->time_limit_s);
-        }
-        in->time_limit_s = p->time_limit_s;
-    }
-    if (p->field_mask & NSP_PLANNER_FIELD_MAX_SEQLEN) {
-        if (p->max_seqlen_per_rank < 1) {
-            return nsp_error(NSP_ERR_INVALID_ARG, "params.max_seqlen_per_rank=%lld must be a "
-                             "positive number of tokens", (long long)p->max_seqlen_per_rank);
-        }
-        in->max_seqlen_per_rank = p->max_seqlen_per_rank;
-    }
-    if (p->field_mask & NSP_PLANNER_FIELD_MAX_ROUNDS) {
-        if (p->max_rounds < 1) {
-            return nsp_error(NSP_ERR_INVALID_ARG, "params.max_rounds=%d must be >= 1",
-                             p->max_rounds);
-        }
-        in->max_rounds = p->max_rounds;
-    }
-    return resolve_levels(p, in);
-}
-
 /* ---- input validation -------------------------------------------------- */
-
-/* The largest degree the chosen planner may put a sequence at. */
-static int largest_degree(const nsp_planner_input_t *in, nsp_planner_kind_t kind)
-{
-    if (kind == NSP_PLANNER_MEGATRON) {
-        return nsp_cost_top_degree(&in->cost, in->enable_ring);
-    }
-    if (kind == NSP_PLANNER_STATIC && in->static_degree > 0) {
-        return in->static_degree;
-    }
-    if (kind == NSP_PLANNER_STATIC) {
-        int top = in->cost.max_degree;
-        for (int d = top + 1; in->enable_ring && d <= in->cost.cluster.ranks; ++d) {
-            if (in->cost.cluster.ranks % d == 0) {
-                top = d;   /* static ring degrees divide the ranks */
-            }
-        }
-        return top;
-    }
-    return in->level_degrees[in->nlevels - 1];
-}
 
 static nsp_status_t check_lengths(const int64_t *lens, int nseqs)
 {
@@ -354,28 +162,44 @@ static void log_summary(const nsp_plan_t *plan)
 
 /* ---- the public entry point -------------------------------------------- */
 
+/* params.kind names no planner of this build: say which kinds do. */
+static nsp_status_t unknown_kind(nsp_planner_kind_t kind)
+{
+    char known[256] = "";
+    int  n = 0;
+
+    NSP_CHECK(nsp_planner_count(&n));
+    for (int i = 0; i < n; ++i) {
+        nsp_planner_kind_t k;
+        const char        *name;
+        size_t             len = strlen(known);
+        NSP_CHECK(nsp_planner_at(i, &k, &name));
+        snprintf(known + len, sizeof(known) - len, "%s%s=%d", i > 0 ? ", " : "", name, (int)k);
+    }
+    return nsp_error(NSP_ERR_INVALID_ARG, "params.kind=%d is not a planner (%s)", (int)kind,
+                     known);
+}
+
 nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *cluster,
                              const int64_t *lens, int nseqs,
                              const nsp_planner_params_t *params, nsp_plan_t **plan_p)
 {
-    nsp_planner_input_t in;
-    nsp_plan_t         *plan  = NULL;
-    int                *order = NULL;
-    int64_t            *views = NULL;
-    nsp_status_t        status;
-    double              t0 = nsp_wtime();
+    const nsp_planner_entry_t *planner;
+    nsp_planner_input_t        in;
+    nsp_plan_t                *plan  = NULL;
+    int                       *order = NULL;
+    int64_t                   *views = NULL;
+    nsp_status_t               status;
+    double                     t0 = nsp_wtime();
 
     if (model == NULL || cluster == NULL || params == NULL || plan_p == NULL || nseqs < 0 ||
         (nseqs > 0 && lens == NULL)) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_plan_create: NULL argument or negative "
                          "nseqs (%d)", nseqs);
     }
-    if (params->kind != NSP_PLANNER_STATIC && params->kind != NSP_PLANNER_DISJOINT &&
-        params->kind != NSP_PLANNER_NESTED && params->kind != NSP_PLANNER_MEGATRON) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "params.kind=%d is not a planner (static=%d, "
-                         "disjoint=%d, nested=%d, megatron=%d)", (int)params->kind,
-                         NSP_PLANNER_STATIC, NSP_PLANNER_DISJOINT, NSP_PLANNER_NESTED,
-                         NSP_PLANNER_MEGATRON);
+    planner = nsp_planner_find_kind(params->kind);
+    if (planner == NULL) {
+        return unknown_kind(params->kind);
     }
     if (cluster->ranks < 1 || cluster->ranks > NSP_MAX_RANKS || nseqs > NSP_MAX_BATCH_SEQS) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_plan_create: cluster '%s' has %d ranks and "
@@ -393,11 +217,11 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
     NSP_CHECK(check_lengths(lens, nseqs));
     memset(&in, 0, sizeof(in));
     NSP_CHECK(nsp_cost_init(&in.cost, model, cluster));
-    NSP_CHECK(resolve_params(params, &in));
+    NSP_CHECK(nsp_planner_resolve_params(params, planner, &in));
     in.lens    = lens;
     in.nseqs   = nseqs;
     in.mem_cap = (cluster->mem_bytes - in.cost.fixed_mem_bytes) * (1.0 - NSP_PLANNER_MEM_MARGIN);
-    NSP_CHECK(check_memory(&in, largest_degree(&in, params->kind)));
+    NSP_CHECK(check_memory(&in, planner->top_degree(&in)));
     NSP_CHECK(make_order(lens, nseqs, &order));
     in.order = order;
     /* the batch in its order, for every routing of this plan (made per
@@ -409,20 +233,7 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
         return status;
     }
 
-    switch (params->kind) {
-    case NSP_PLANNER_STATIC:
-        status = nsp_planner_static(&in, &plan);
-        break;
-    case NSP_PLANNER_DISJOINT:
-        status = nsp_planner_disjoint(&in, &plan);
-        break;
-    case NSP_PLANNER_MEGATRON:
-        status = nsp_planner_megatron(&in, &plan);
-        break;
-    default:
-        status = nsp_planner_nested(&in, &plan);
-        break;
-    }
+    status = planner->plan(&in, &plan);
     free(views);
     free(order);
     if (status < 0) {
@@ -435,7 +246,7 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
         plan->predicted.lower_bound_s = nsp_lower_bound_cost(&in.cost, lens, nseqs, 1);
     }
     plan->predicted.plan_ms = (nsp_wtime() - t0) * 1e3;
-    snprintf(plan->planner, sizeof(plan->planner), "%s", planner_name(params->kind));
+    snprintf(plan->planner, sizeof(plan->planner), "%s", planner->name);
     log_summary(plan);
     *plan_p = plan;
     return NSP_OK;

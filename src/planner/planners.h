@@ -1,12 +1,15 @@
 /*
  * Internal interface between nsp_plan_create() (planner.c) and the
- * planners: static.c, disjoint.c, nested.c (docs/design.md §5.2) and the megatron
- * baseline, megatron.c.
+ * planners (docs/design.md §5.2): static.c, disjoint.c, nested.c and the
+ * megatron baseline, megatron.c. Each planner is one entry
+ * (nsp_planner_entry_t) defined in its own file and listed by one line of
+ * planner_table.c (docs/extending.md, "A planner").
  *
  * nsp_plan_create() validates the input once, resolves the parameters to
- * their defaults and fills an nsp_planner_input_t; a planner reads it and
- * returns a plan built with nsp_plan_build() (prediction evaluated). Units
- * follow cost.h: seconds and bytes PER LAYER PER RANK, lengths in tokens.
+ * their defaults (planner_params.c) and fills an nsp_planner_input_t; a
+ * planner reads it and returns a plan built with nsp_plan_build()
+ * (prediction evaluated). Units follow cost.h: seconds and bytes PER LAYER
+ * PER RANK, lengths in tokens.
  */
 #ifndef NSP_PLANNER_PLANNERS_H_
 #define NSP_PLANNER_PLANNERS_H_
@@ -59,16 +62,57 @@ typedef struct nsp_planner_input {
                                           search (nsp_route_hint_t; tests) */
 } nsp_planner_input_t;
 
-/** The three planners. Each returns a plan with its prediction evaluated
- *  (plan_ms is set by the caller). Errors: NSP_ERR_INFEASIBLE (no plan within
- *  max_rounds; the message says why), NSP_ERR_NO_MEMORY, NSP_ERR_BACKEND
- *  (the MILP solver failed). */
-nsp_status_t nsp_planner_static(const nsp_planner_input_t *in, nsp_plan_t **plan);
-nsp_status_t nsp_planner_disjoint(const nsp_planner_input_t *in, nsp_plan_t **plan);
-nsp_status_t nsp_planner_nested(const nsp_planner_input_t *in, nsp_plan_t **plan);
-/** Megatron-Core's dynamic context parallelism policy (megatron.c); also
- *  NSP_ERR_INVALID_ARG for a fixed max_seqlen_per_rank that cannot plan. */
-nsp_status_t nsp_planner_megatron(const nsp_planner_input_t *in, nsp_plan_t **plan);
+/* ---- the planners' table (planner_table.c) ------------------------------ */
+
+/** What a planner does beyond the common contract (nsp_planner_entry_t.caps). */
+enum {
+    /** The groups of one round of its plans are pairwise disjoint (and need
+     *  not align): nsp_plan_validate() checks that for plans of this name;
+     *  any other plan's groups must nest and align. */
+    NSP_PLANNER_CAP_DISJOINT_ROUNDS = 1u << 0,
+    /** With params.enable_ring its tree (params.level_degrees, or the
+     *  default one) may have Ulysses x ring levels up to the ranks; without
+     *  it the tree stays Ulysses-only, ring 1 (the disjoint planner). */
+    NSP_PLANNER_CAP_RING_LEVELS = 1u << 1
+};
+
+/** One planner, as nsp_plan_create() runs it. Defined (const) in the
+ *  planner's own file as nsp_planner_NAME_entry; no member is NULL. */
+typedef struct nsp_planner_entry {
+    const char        *name;    /**< its plans' nsp_plan_t.planner (< 32 bytes),
+                                     what nsp_planner_kind_from_name() takes */
+    nsp_planner_kind_t kind;    /**< params.kind selecting it, unique */
+    unsigned           caps;    /**< NSP_PLANNER_CAP_* */
+    /** The largest degree it may put a sequence at with these resolved
+     *  parameters: every sequence must fit there alone, recomputed, or
+     *  nsp_plan_create() fails before planning (NSP_ERR_INFEASIBLE). */
+    int (*top_degree)(const nsp_planner_input_t *in);
+    /** Plan the batch: a plan with its prediction evaluated (nsp_plan_build;
+     *  plan_ms, the name, the ring flag and bound are set by the caller).
+     *  Errors: NSP_ERR_INFEASIBLE (no plan within max_rounds; the message
+     *  says why), NSP_ERR_INVALID_ARG (a parameter this planner cannot plan
+     *  with), NSP_ERR_NO_MEMORY, NSP_ERR_BACKEND (the MILP solver failed). */
+    nsp_status_t (*plan)(const nsp_planner_input_t *in, nsp_plan_t **plan);
+} nsp_planner_entry_t;
+
+/** The entry of `kind`, or NULL when this build has none. */
+const nsp_planner_entry_t *nsp_planner_find_kind(nsp_planner_kind_t kind);
+
+/** The entry named `name` (borrowed), or NULL when none is (a plan of a
+ *  user's planner, read from JSON). */
+const nsp_planner_entry_t *nsp_planner_find_name(const char *name);
+
+/** top_degree of the tree planners (nested, disjoint): the tree's top level. */
+int nsp_planner_tree_top_degree(const nsp_planner_input_t *in);
+
+/* ---- parameters (planner_params.c) --------------------------------------- */
+
+/** Resolve params (borrowed) for `planner` into in's parameter fields, with
+ *  their defaults; in->cost must be initialised. Errors: NSP_ERR_INVALID_ARG
+ *  (a parameter out of range: the message names it and the rule). */
+nsp_status_t nsp_planner_resolve_params(const nsp_planner_params_t *p,
+                                        const nsp_planner_entry_t *planner,
+                                        nsp_planner_input_t *in);
 
 /* ---- per-sequence costs (seq_cost.c) and aligned placement (assign.c) -- */
 

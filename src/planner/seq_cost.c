@@ -1,8 +1,9 @@
 /*
  * Per-sequence costs the planners build their packings from (planners.h):
  * one sequence on a group of degree d, kept or recomputed, Ulysses or
- * Ulysses x ring, per layer per rank (cost.h units); and the batch's views
- * in its order that the routing engine reads (nsp_planner_order_views).
+ * Ulysses x ring, per layer per rank (cost.h units); the batch's views
+ * in its order that the routing engine reads (nsp_planner_order_views);
+ * and what the tree of the input gives (ring degrees, the top degree).
  */
 #include "planner/planners.h"
 #include "common/log.h"
@@ -63,4 +64,9 @@ void nsp_seq_cost(const nsp_cost_t *cost, double s, int d, int recompute,
 int nsp_planner_ring_of(const nsp_planner_input_t *in, int d)
 {
     return in->enable_ring ? nsp_cost_ring_for_degree(&in->cost, d) : 1;
+}
+
+int nsp_planner_tree_top_degree(const nsp_planner_input_t *in)
+{
+    return in->level_degrees[in->nlevels - 1];
 }

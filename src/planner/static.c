@@ -386,7 +386,7 @@ nsp_status_t nsp_static_assign(const nsp_planner_input_t *in, nsp_route_assign_t
     return status;
 }
 
-nsp_status_t nsp_planner_static(const nsp_planner_input_t *in, nsp_plan_t **plan)
+static nsp_status_t static_plan(const nsp_planner_input_t *in, nsp_plan_t **plan)
 {
     int         *slot = malloc(sizeof(int) * (size_t)(in->nseqs > 0 ? in->nseqs : 1));
     int          d = 0, rc = 0, rounds = 0;
@@ -411,3 +411,28 @@ nsp_status_t nsp_planner_static(const nsp_planner_input_t *in, nsp_plan_t **plan
     free(slot);
     return status;
 }
+
+/* The fixed degree, else the largest valid one: Ulysses, or with rings the
+ * largest that divides the ranks (static ring degrees divide the ranks). */
+static int static_top_degree(const nsp_planner_input_t *in)
+{
+    int top = in->cost.max_degree;
+
+    if (in->static_degree > 0) {
+        return in->static_degree;
+    }
+    for (int d = top + 1; in->enable_ring && d <= in->cost.cluster.ranks; ++d) {
+        if (in->cost.cluster.ranks % d == 0) {
+            top = d;
+        }
+    }
+    return top;
+}
+
+const nsp_planner_entry_t nsp_planner_static_entry = {
+    .name       = "static",
+    .kind       = NSP_PLANNER_STATIC,
+    .caps       = NSP_PLANNER_CAP_DISJOINT_ROUNDS | NSP_PLANNER_CAP_RING_LEVELS,
+    .top_degree = static_top_degree,
+    .plan       = static_plan,
+};

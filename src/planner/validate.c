@@ -7,16 +7,17 @@
  *     size/ring valid for the model (divides n_q), flags 0/1, seq indices in
  *     range;
  *  3. every sequence in exactly one group of one round;
- *  4. per round: static/disjoint/megatron groups pairwise disjoint; any other planner's
- *     (nested) groups aligned (rank0 % size == 0) and nested (two groups that
- *     overlap: one contains the other), and no tree node twice in a round;
+ *  4. per round: the groups of a planner with disjoint rounds (static,
+ *     disjoint, megatron: NSP_PLANNER_CAP_DISJOINT_ROUNDS) pairwise disjoint;
+ *     any other planner's (nested) groups aligned (rank0 % size == 0) and
+ *     nested (two groups that overlap: one contains the other), and no tree
+ *     node twice in a round;
  *  5. no rank over mem_bytes in any round (cost model memory).
  */
-#include "planner/plan_internal.h"
+#include "planner/planners.h"
 #include "common/log.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* Memory may exceed mem_bytes by this relative slack: planners sum the same
  * terms in another order and must not be failed for the last bit. */
@@ -42,10 +43,13 @@ static int compare_groups(const void *a, const void *b)
     return x->index - y->index;
 }
 
+/* A planner of this build that says so (NSP_PLANNER_CAP_DISJOINT_ROUNDS):
+ * static, disjoint, megatron. Any other name (a user's) is held to nesting. */
 static int plan_has_disjoint_rounds(const nsp_plan_t *plan)
 {
-    return strcmp(plan->planner, "static") == 0 || strcmp(plan->planner, "disjoint") == 0 ||
-           strcmp(plan->planner, "megatron") == 0;
+    const nsp_planner_entry_t *planner = nsp_planner_find_name(plan->planner);
+
+    return planner != NULL && (planner->caps & NSP_PLANNER_CAP_DISJOINT_ROUNDS) != 0;
 }
 
 static nsp_status_t check_group(const nsp_cost_t *cost, const nsp_plan_t *plan, int r, int g)

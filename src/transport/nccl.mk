@@ -72,5 +72,4 @@ if NSP_NCCL
 libnspcomm_la_SOURCES += src/transport/nccl.c
 endif
 
-include tests/gpu/local.mk
 endif

@@ -365,7 +365,7 @@ def tool(name):
 
 def test_demo_refuses_a_multi_process_launcher():
     env = dict(os.environ, OMPI_COMM_WORLD_RANK="0", OMPI_COMM_WORLD_SIZE="2")
-    p = subprocess.run([tool("examples/nsp_demo"), "--ranks", "2"], env=env,
+    p = subprocess.run([tool("tools/nsp_demo"), "--ranks", "2"], env=env,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "started by mpirun as rank 0 of 2" in p.stderr, p.stderr
 

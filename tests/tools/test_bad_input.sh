@@ -110,7 +110,7 @@ fails $a2a "cannot shard 3 heads" $small --cluster h800 --heads 3
 topo=perf/nsp_topo
 bad $topo "--nodes -1: expected an integer in 0..16777216" --nodes -1
 bad $topo "--ranks-per-node x: expected an integer" --ranks-per-node x
-demo=examples/nsp_demo
+demo=tools/nsp_demo
 bad $demo "--ranks 1: expected an integer in 2.." --ranks 1
 bad $demo "--heads 8/3: NKV = 3 does not divide NQ = 8" --heads 8/3
 bad $demo "--heads (NKV) 0: expected an integer in 1..4096" --heads 8/0

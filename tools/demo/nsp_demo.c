@@ -3,7 +3,7 @@
  * planned by static, disjoint and nested, checked against the single-process
  * reference, measured beside what the cost model predicts (docs/demo.md).
  *
- *   examples/nsp_demo [--ranks 8] [--workload wlbllm-distca.txt] [--scale 32]
+ *   tools/nsp_demo [--ranks 8] [--workload wlbllm-distca.txt] [--scale 32]
  *                     [--tokens-per-rank 4096] [--max-len 12288] [--batches 3] ...
  *
  * Steps: calibrate this machine (kernel rate in this process; exchange cost

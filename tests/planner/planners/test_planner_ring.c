@@ -3,9 +3,10 @@
  *
  * Over many random long-tailed batches (64..256 ranks, sequences up to 2M
  * tokens) static and nested plan with and without rings, and disjoint with
- * rings (its greedy): every plan passes the independent check (tests/planners
- * /check.c: groups u x r with u a Ulysses degree, memory with ring buffers,
- * prediction = evaluation) and nsp_plan_validate; ring plans carry
+ * rings (its greedy): every plan passes the independent check
+ * (tests/planner/planners/check.c: groups u x r with u a Ulysses degree,
+ * memory with ring buffers, prediction = evaluation) and
+ * nsp_plan_validate; ring plans carry
  * NSP_PLAN_FLAG_RING and the ring lower bound (nsp_planner_lower_bound);
  * ring groups have the shape nsp_cost_ring_for_degree gives; nested with
  * rings is never slower than nested without (a superset of choices: the

@@ -397,7 +397,7 @@ nsp_status_t demo_cluster_write(const char *path, const nsp_cluster_t *c,
     }
     nsp_json_writer_init(&w, f, 2);
     nsp_json_begin_object(&w, NULL, 0);
-    nsp_json_string(&w, "_comment", "Written by examples/nsp_demo: this machine, calibrated at "
+    nsp_json_string(&w, "_comment", "Written by nsp_demo (tools/demo/): this machine, calibrated at "
                     "start (docs/demo.md section 3). Rates are per rank as CPU time: one core "
                     "per rank. bw is in bf16 bytes/s (the cost model's unit): half the float32 "
                     "bytes/s measured.");

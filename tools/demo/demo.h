@@ -1,5 +1,5 @@
 /*
- * The main demo (examples/nsp_demo, docs/demo.md): shared types of its parts.
+ * The main demo (tools/nsp_demo, docs/demo.md): shared types of its parts.
  *
  *   nsp_demo.c      flags, the run from calibration to report
  *   demo_launch.c   forking the ranks, shared memory

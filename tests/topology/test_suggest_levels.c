@@ -1,4 +1,4 @@
-/* Suggested level degrees (src/topology/levels.c), alone and from placements
+/* Suggested level degrees (src/topology/suggest_levels.c), alone and from placements
  * of faked hosts (NSPCOMM_HOST_ID). */
 #include "nspcomm.h"
 #include "common/log.h"

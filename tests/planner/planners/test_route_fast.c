@@ -124,18 +124,19 @@ static int batch_fits(const nsp_planner_input_t *in)
  * *shared those the Ulysses tree took from the ring tree's search. */
 static int same_nested(nsp_planner_input_t *in, long *abandoned, long *shared)
 {
-    nsp_plan_t  *fast = NULL, *plain = NULL;
-    nsp_status_t sf, sp;
-    int          ok;
+    const nsp_planner_entry_t *nested = nsp_planner_find_kind(NSP_PLANNER_NESTED);
+    nsp_plan_t                *fast = NULL, *plain = NULL;
+    nsp_status_t               sf, sp;
+    int                        ok;
 
     in->plain_search = 0;
     in->abandoned    = abandoned;
     in->shared       = shared;
-    sf = nsp_planner_nested(in, &fast);
+    sf = nested->plan(in, &fast);
     in->abandoned    = NULL;
     in->shared       = NULL;
     in->plain_search = 1;
-    sp = nsp_planner_nested(in, &plain);
+    sp = nested->plan(in, &plain);
     in->plain_search = 0;
     ok = sf == sp && (sf < 0 || (pc_same_plan(fast, plain) &&
                                  fast->predicted.step_s == plain->predicted.step_s));

@@ -1,7 +1,8 @@
 /*
- * Helpers of the planner tests (tests/planners/): random long-tailed batches
- * and an independent check of a plan's invariants (written from docs/design.md §5.1
- * and §8 alone, not from the planner's code).
+ * Helpers of the planners' tests (tests/planner/planners/): random
+ * long-tailed batches and an independent check of a plan's invariants
+ * (written from docs/design.md §5.1 and §8 alone, not from the planner's
+ * code).
  */
 #ifndef NSP_TESTS_PLANNERS_CHECK_H_
 #define NSP_TESTS_PLANNERS_CHECK_H_
