@@ -51,6 +51,8 @@ typedef struct demo_config {
     double      mem_ratio;       /**< tokens a rank can hold / tokens_per_rank */
     int         mem_from_ratio;  /**< 1: with cluster_file too, a rank's memory from
                                       mem_ratio (the file's mem_bytes otherwise) */
+    const char *nested_plan;     /**< a plan file run in the nested planner's place (NULL:
+                                      the nested planner's) */
     int         batches;
     uint64_t    seed;
     int         reps;            /**< timed runs per (batch, planner, mode) */

@@ -276,6 +276,10 @@ void demo_print_header(const demo_t *demo)
     if (c->lengths != NULL) {
         printf("# lengths  : --lengths %s (one batch as given, no workload drawn)\n", c->lengths);
     }
+    if (c->nested_plan != NULL) {
+        printf("# nested   : --nested-plan %s (this plan in the nested planner's place)\n",
+               c->nested_plan);
+    }
     if (c->mem_from_ratio && c->cluster_file != NULL) {
         printf("# memory   : --mem-from-ratio: %g x %lld tokens per rank, not the file's\n",
                c->mem_ratio, (long long)c->tokens_per_rank);
@@ -557,6 +561,11 @@ static void json_config(nsp_json_writer_t *w, const demo_t *demo)
     nsp_json_int(w, "max_len", c->max_len);
     nsp_json_double(w, "mem_ratio", c->mem_ratio);
     nsp_json_bool(w, "mem_from_ratio", c->mem_from_ratio);
+    if (c->nested_plan != NULL) {
+        nsp_json_string(w, "nested_plan", c->nested_plan);
+    } else {
+        nsp_json_null(w, "nested_plan");
+    }
     nsp_json_int(w, "batches", c->batches);
     nsp_json_int(w, "seed", (int64_t)c->seed);
     nsp_json_int(w, "reps", c->reps);

@@ -97,6 +97,8 @@ static void usage(FILE *f)
         "  --cluster-file FILE    use these rates instead of calibrating\n"
         "  --mem-from-ratio       with --cluster-file: a rank's memory from --mem-ratio, not\n"
         "                         the file's mem_bytes\n"
+        "  --nested-plan FILE     run this plan (nspcomm-plan-v1, the batch's lengths) in the\n"
+        "                         nested planner's place, priced with this run's cluster\n"
         "  --cluster-out FILE     where the calibrated cluster goes (default %s)\n"
         "  --timeout S            kill the ranks after S seconds (default 3600)\n"
         "  --quiet                no progress on stderr\n"
@@ -112,7 +114,7 @@ static void usage(FILE *f)
 enum {
     O_RANKS = 256, O_WORKLOAD, O_SCALE, O_TPR, O_MAXLEN, O_MEM, O_BATCHES, O_SEED, O_REPS,
     O_HEADS, O_HEADDIM, O_OVERLAP, O_TLIMIT, O_TOL, O_TCP, O_NOTCP, O_JSON, O_SVG, O_SVGB,
-    O_CFILE, O_COUT, O_TIMEOUT, O_QUIET, O_INJECT, O_HELP, O_LENGTHS, O_MEMRATIO
+    O_CFILE, O_COUT, O_TIMEOUT, O_QUIET, O_INJECT, O_HELP, O_LENGTHS, O_MEMRATIO, O_NESTPLAN
 };
 
 #define DEMO_PROG "nsp_demo"
@@ -194,6 +196,7 @@ static int parse_args(int argc, char **argv, demo_config_t *c, double *timeout_s
         {"workload", required_argument, NULL, O_WORKLOAD},
         {"lengths", required_argument, NULL, O_LENGTHS},
         {"mem-from-ratio", no_argument, NULL, O_MEMRATIO},
+        {"nested-plan", required_argument, NULL, O_NESTPLAN},
         {"scale", required_argument, NULL, O_SCALE},
         {"tokens-per-rank", required_argument, NULL, O_TPR},
         {"max-len", required_argument, NULL, O_MAXLEN},
@@ -230,6 +233,10 @@ static int parse_args(int argc, char **argv, demo_config_t *c, double *timeout_s
         case O_WORKLOAD: c->workload = optarg; break;
         case O_LENGTHS: c->lengths = optarg; bad = parse_lengths(optarg); break;
         case O_MEMRATIO: c->mem_from_ratio = 1; break;
+        case O_NESTPLAN:
+            c->nested_plan = optarg;
+            bad = nsp_opt_in_path(DEMO_PROG, "--nested-plan", optarg) != NSP_OK;
+            break;
         case O_SCALE: bad = parse_int("--scale", optarg, 1, 1000000, &c->scale); break;
         case O_TPR:
             bad = parse_i64("--tokens-per-rank", optarg, 1, 100000000, &c->tokens_per_rank);
@@ -501,6 +508,68 @@ static void add_degree(demo_t *demo, int d)
     demo->ndegrees++;
 }
 
+/* The whole of file `path` as a NUL-terminated string (caller frees). */
+static nsp_status_t read_text(const char *path, char **out)
+{
+    FILE  *f = fopen(path, "rb");
+    long   size;
+    char  *text;
+    size_t got;
+
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
+        fseek(f, 0, SEEK_SET) != 0) {
+        if (f != NULL) {
+            fclose(f);
+        }
+        return nsp_error(NSP_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    }
+    text = malloc((size_t)size + 1);
+    got  = text != NULL ? fread(text, 1, (size_t)size, f) : 0;
+    fclose(f);
+    if (text == NULL || got != (size_t)size) {
+        free(text);
+        return nsp_error(text == NULL ? NSP_ERR_NO_MEMORY : NSP_ERR_IO, "cannot read %s", path);
+    }
+    text[size] = '\0';
+    *out       = text;
+    return NSP_OK;
+}
+
+/* --nested-plan FILE for batch b: its rounds and groups, with this run's
+ * model and cluster, priced again; its lengths must be the batch's. */
+static nsp_status_t given_plan(const demo_t *demo, int b, const nsp_cluster_t *cl,
+                               nsp_plan_t **out)
+{
+    const char  *path = demo->cfg.nested_plan;
+    char        *text = NULL;
+    nsp_plan_t  *plan = NULL;
+    nsp_status_t status;
+    int          same;
+
+    NSP_CHECK(read_text(path, &text));
+    status = nsp_plan_read_json(text, &plan);
+    free(text);
+    NSP_CHECK(status);
+    same = plan->nseqs == demo->nseqs[b];
+    for (int i = 0; same && i < plan->nseqs; ++i) {
+        same = plan->seq_lens[i] == demo->lens[b][i];
+    }
+    if (!same) {
+        nsp_plan_free(plan);
+        return nsp_error(NSP_ERR_INVALID_ARG, "--nested-plan %s: its sequence lengths are not "
+                         "those of batch %d (%d sequences)", path, b, demo->nseqs[b]);
+    }
+    plan->model   = demo->model;
+    plan->cluster = *cl;
+    status        = nsp_plan_evaluate(plan);
+    if (status != NSP_OK) {
+        nsp_plan_free(plan);
+        return status;
+    }
+    *out = plan;
+    return NSP_OK;
+}
+
 /* Every batch, every planner, for the cluster of session s. */
 static nsp_status_t plan_batches(demo_t *demo, int s)
 {
@@ -519,8 +588,12 @@ static nsp_status_t plan_batches(demo_t *demo, int s)
             pp.field_mask   = NSP_PLANNER_FIELD_TIME_LIMIT | NSP_PLANNER_FIELD_MAX_ROUNDS;
             pp.time_limit_s = demo->cfg.time_limit_s;
             pp.max_rounds   = DEMO_MAX_ROUNDS;
-            NSP_CHECK(nsp_plan_create(&demo->model, cl, demo->lens[b], demo->nseqs[b], &pp,
-                                      &plan));
+            if (p == NSP_PLANNER_NESTED && demo->cfg.nested_plan != NULL) {
+                NSP_CHECK(given_plan(demo, b, cl, &plan));
+            } else {
+                NSP_CHECK(nsp_plan_create(&demo->model, cl, demo->lens[b], demo->nseqs[b], &pp,
+                                          &plan));
+            }
             demo->plans[s][b][p] = plan;
             NSP_CHECK(nsp_plan_validate(plan));
             for (int r = 0; r < plan->nrounds; ++r) {

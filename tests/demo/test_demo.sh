@@ -82,6 +82,31 @@ sys.exit(0 if d["checks"]["all_passed"] and len(b) == 1 and b[0]["nseqs"] == 6 a
          b[0]["tokens"] == 540 and b[0]["longest"] == 400 and d["config"]["lengths"] and
          d["config"]["mem_from_ratio"] and split else 1)
 ' "$tmp/lengths.json"
+# --nested-plan: a plan file in the nested planner's place (here the static
+# plan of the same batch, written out), priced again and checked as any plan.
+"$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+json.dump(next(iter(d["sessions"].values()))["batches"][0]["plans"]["static"]["plan"],
+          open(sys.argv[2], "w"))
+' "$tmp/lengths.json" "$tmp/plan.json"
+# shellcheck disable=SC2086
+"$demo" $small --no-tcp --cluster-file "$tmp/bigmem.json" --mem-from-ratio --nested-plan \
+    "$tmp/plan.json" --lengths 400,60,30,20,20,10 --json "$tmp/given.json" --svg "" \
+    >"$tmp/out5" 2>"$tmp/err5"
+check "--nested-plan: the file's rounds run in the nested slot, every run matched the reference" "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+plans = next(iter(d["sessions"].values()))["batches"][0]["plans"]
+sys.exit(0 if d["checks"]["all_passed"] and d["config"]["nested_plan"] and
+         plans["nested"]["plan"]["rounds"] == plans["static"]["plan"]["rounds"] else 1)
+' "$tmp/given.json"
+# shellcheck disable=SC2086
+"$demo" $small --no-tcp --cluster-file "$tmp/bigmem.json" --nested-plan "$tmp/plan.json" \
+    --lengths 400,60,30 --json "" --svg "" >"$tmp/out6" 2>"$tmp/err6"
+rc=$?
+check "--nested-plan of another batch: exit status 1, the message says so (got $rc)" sh -c \
+    'test "$1" -eq 1 && grep -q "not those of batch" "$2"' _ $rc "$tmp/err6"
 "$demo" --ranks 1 >/dev/null 2>&1
 rc=$?
 check "bad flag value (--ranks 1): exit status 2 (got $rc)" test $rc -eq 2
