@@ -108,14 +108,20 @@ static void order_fn(void *arg)
     pthread_mutex_unlock(&it->log->lock);
 }
 
+/* *v read under lock (written by a stream's thread). */
+static int locked_read(pthread_mutex_t *lock, const int *v)
+{
+    int x;
+
+    pthread_mutex_lock(lock);
+    x = *v;
+    pthread_mutex_unlock(lock);
+    return x;
+}
+
 static int order_count(order_log_t *log)
 {
-    int n;
-
-    pthread_mutex_lock(&log->lock);
-    n = log->n;
-    pthread_mutex_unlock(&log->lock);
-    return n;
+    return locked_read(&log->lock, &log->n);
 }
 
 static nsp_emu_device_t *device(int math, int slots, size_t trace, double drain_s)
@@ -228,12 +234,7 @@ static void cell_read(void *arg)
 
 static int cell_seen(cell_t *c)
 {
-    int v;
-
-    pthread_mutex_lock(&c->lock);
-    v = c->seen;
-    pthread_mutex_unlock(&c->lock);
-    return v;
+    return locked_read(&c->lock, &c->seen);
 }
 
 static void test_waits(void)
