@@ -108,6 +108,12 @@ static void order_fn(void *arg)
     pthread_mutex_unlock(&it->log->lock);
 }
 
+static void order_log_init(order_log_t *log)
+{
+    memset(log, 0, sizeof(*log));
+    pthread_mutex_init(&log->lock, NULL);
+}
+
 /* *v read under lock (written by a stream's thread). */
 static int locked_read(pthread_mutex_t *lock, const int *v)
 {
@@ -183,8 +189,7 @@ static void test_async_and_order(void)
     s = nsp_emu_default_stream(dev);
     tap_is_int(nsp_emu_stream_id(s), 0, "the default stream is number 0");
     gate_init(&gate);
-    memset(&log, 0, sizeof(log));
-    pthread_mutex_init(&log.lock, NULL);
+    order_log_init(&log);
     tap_is_int(nsp_emu_launch_host(s, gate_fn, &gate), NSP_OK, "enqueue a gate");
     for (int i = 0; i < 8; ++i) {
         items[i].log = &log;
@@ -555,8 +560,7 @@ static void test_destroyed_stream(void)
     order_log_t       log;
     order_item_t      item = {&log, 7};
 
-    memset(&log, 0, sizeof(log));
-    pthread_mutex_init(&log.lock, NULL);
+    order_log_init(&log);
     if (dev == NULL || nsp_emu_stream_create(dev, 0, &s) != NSP_OK) {
         tap_ok(0, "device and a stream");
         nsp_emu_device_destroy(dev);
@@ -593,8 +597,7 @@ static void test_sticky_error(void)
     order_item_t      item = {&log, 1};
     gate_t            gate;
 
-    memset(&log, 0, sizeof(log));
-    pthread_mutex_init(&log.lock, NULL);
+    order_log_init(&log);
     gate_init(&gate);
     if (dev == NULL || nsp_emu_stream_create(dev, 0, &a) != NSP_OK ||
         nsp_emu_stream_create(dev, 0, &b) != NSP_OK || nsp_emu_event_create(dev, &ev) != NSP_OK) {
@@ -632,8 +635,7 @@ static void test_destroy_drains(void)
     order_item_t      item = {&log, 1};
     double            t0;
 
-    memset(&log, 0, sizeof(log));
-    pthread_mutex_init(&log.lock, NULL);
+    order_log_init(&log);
     if (dev == NULL || nsp_emu_stream_create(dev, 0, &s) != NSP_OK) {
         tap_ok(0, "device and a stream");
         nsp_emu_device_destroy(dev);
@@ -658,8 +660,7 @@ static void test_destroy_cancels(void)
     order_item_t      item = {&log, 1};
     double            t0, took;
 
-    memset(&log, 0, sizeof(log));
-    pthread_mutex_init(&log.lock, NULL);
+    order_log_init(&log);
     if (dev == NULL || nsp_emu_stream_create(dev, 0, &a) != NSP_OK ||
         nsp_emu_stream_create(dev, 0, &b) != NSP_OK || nsp_emu_event_create(dev, &ev) != NSP_OK) {
         tap_ok(0, "device (drain timeout 0.2 s), two streams, an event");
