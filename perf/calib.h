@@ -1,6 +1,6 @@
 /*
  * perf/calib: the measurements perf/nsp_calibrate makes on one rank, shared
- * with the demo (examples/demo_calib.c), which calibrates the same kernel
+ * with the demo (tools/demo/demo_calib.c), which calibrates the same kernel
  * the same way (docs/calibration.md):
  *
  *  - the attention kernel's fit: fwd + bwd of the reference kernel, best

@@ -1,6 +1,6 @@
 /*
  * Small SVG helpers shared by perf/nsp_sim's picture (perf/sim_svg.c) and
- * the demo's (examples/demo_svg.c): a plot frame mapping (rank, value) to
+ * the demo's (tools/demo/demo_svg.c): a plot frame mapping (rank, value) to
  * pixels, the document header, axis ticks, colours and legend swatches.
  */
 #ifndef NSP_PERF_SVG_H_

@@ -10,9 +10,9 @@
 # this script creates; nothing is routed outside them.
 #
 #   netcluster.sh up   [-p PREFIX] [-k K] [-r RATE] [-d DELAY_US]
-#   netcluster.sh exec [-p PREFIX] NODE CMD...   (NODE: 0..K-1, or hub)
+#   netcluster.sh exec [-p PREFIX] [-c CPUS] NODE CMD...   (NODE: 0..K-1, or hub)
 #   netcluster.sh down [-p PREFIX]
-#   netcluster.sh run  [-p PREFIX] [-k K] [-r RATE] [-d DELAY_US] CMD...
+#   netcluster.sh run  [-p PREFIX] [-k K] [-r RATE] [-d DELAY_US] [-c CPUS] CMD...
 #   netcluster.sh shape [-p PREFIX] -r RATE      (reshape every uplink)
 #   netcluster.sh status [-p PREFIX]
 #
@@ -29,6 +29,11 @@
 # nodes a program meets through NSPCOMM_ROOT=198.18.0.254:PORT (the hub) or
 # the address of node 0, 198.18.0.1, with NSPCOMM_SOCKET_IFNAME=eth0.
 #
+# -c CPUS (a CPU list, e.g. 0,1): one core per rank. `run` exports
+# NSP_LAUNCH_CPUS=CPUS, so the forking launchers pin rank r to the
+# (r mod n)-th CPU of the list (tools/nsp_launch.h); `exec` runs CMD under
+# `taskset -c CPUS`.
+#
 # Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); exits 77 with the reason
 # otherwise (the automake code for "skipped").
 set -euo pipefail
@@ -38,6 +43,7 @@ PREFIX=${NSP_NC_PREFIX:-nspnc-}
 K=2
 RATE=2gbit
 DELAY_US=50
+CPUS=""
 
 die() { echo "netcluster: $*" >&2; exit 1; }
 
@@ -53,8 +59,9 @@ need_root() {
 
 parse_opts() {
     OPTIND=1
-    while getopts "p:k:r:d:" opt; do
+    while getopts "p:k:r:d:c:" opt; do
         case $opt in
+        c) CPUS=$OPTARG ;;
         p) PREFIX=$OPTARG ;;
         k) K=$OPTARG ;;
         r) RATE=$OPTARG ;;
@@ -68,6 +75,7 @@ parse_opts() {
     case $K in '' | *[!0-9]*) die "-k $K: need a node count" ;; esac
     [ "$K" -ge 1 ] && [ "$K" -le 64 ] || die "-k $K: need 1..64 nodes"
     case $DELAY_US in '' | *[!0-9]*) die "-d $DELAY_US: need microseconds" ;; esac
+    case $CPUS in *[!0-9,-]*) die "-c $CPUS: a CPU list such as 0,1 or 0-3" ;; esac
     STATE=$NC_ROOT/$PREFIX
 }
 
@@ -187,15 +195,18 @@ cmd_exec() {
     shift
     [ -d "$STATE" ] || die "no cluster '$PREFIX' (run: $0 up -p $PREFIX)"
     export NSP_NETCLUSTER=$STATE
+    local pin=()
+    [ -z "$CPUS" ] || pin=(taskset -c "$CPUS")
     if [ "$node" = hub ]; then
         # not `ip netns exec`: its private mount namespace hides the nodes'
         # bind-mounted namespace files from a launcher that enters them
-        exec nsenter --net="/run/netns/$(ns hub)" -- "$@"
+        exec nsenter --net="/run/netns/$(ns hub)" -- "${pin[@]}" "$@"
     fi
     [ -e "$STATE/n$node.uts" ] || die "no node $node in cluster '$PREFIX'"
     # entering the mount namespace resets the working directory: go back
     exec nsenter --net="/run/netns/$(ns "n$node")" --uts="$STATE/n$node.uts" \
-        --mount="$STATE/n$node.mnt" -- sh -c 'cd "$1" && shift && exec "$@"' sh "$PWD" "$@"
+        --mount="$STATE/n$node.mnt" -- "${pin[@]}" sh -c 'cd "$1" && shift && exec "$@"' sh \
+        "$PWD" "$@"
 }
 
 cmd_status() {
@@ -221,6 +232,7 @@ cmd_run() {
     cmd_up >/dev/null
     trap 'cmd_down >/dev/null 2>&1' EXIT
     trap 'exit 130' INT TERM
+    [ -z "$CPUS" ] || export NSP_LAUNCH_CPUS=$CPUS
     NSP_NETCLUSTER=$STATE nsenter --net="/run/netns/$(ns hub)" -- "$@" || rc=$?
     return "$rc"
 }

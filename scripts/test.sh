@@ -28,7 +28,7 @@ fi
 if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
     # Threads with a world each (tests/a2a/test_a2a_worlds); UCX itself is
     # not instrumented and needed no suppressions (UCX 1.13).
-    tsan_tests="tests/a2a/test_a2a_worlds"
+    tsan_tests="tests/a2a/test_a2a_worlds tests/emu/test_emu_device"
     echo "== $tsan_tests under ThreadSanitizer (build-tsan/)"
     configured build-tsan --enable-tsan
     UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \

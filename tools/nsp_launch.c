@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,65 @@ static int rank_enter_node(int rank, int nranks)
     return 0;
 }
 
+/* Parse a CPU list ("0,1", "0-3,6") into cpus[max]: the count, or -1 when
+ * it does not parse. */
+static int cpu_list_parse(const char *text, int *cpus, int max)
+{
+    const char *p = text;
+    int         n = 0;
+
+    while (*p != '\0') {
+        char *end;
+        long  lo = strtol(p, &end, 10), hi = lo;
+        if (end == p || lo < 0) {
+            return -1;
+        }
+        if (*end == '-') {
+            p  = end + 1;
+            hi = strtol(p, &end, 10);
+            if (end == p || hi < lo) {
+                return -1;
+            }
+        }
+        if (hi >= CPU_SETSIZE || (*end != ',' && *end != '\0') || (*end == ',' && end[1] == '\0')) {
+            return -1;
+        }
+        for (long c = lo; c <= hi && n < max; ++c) {
+            cpus[n++] = (int)c;
+        }
+        p = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
+/* NSP_LAUNCH_CPUS (see nsp_launch.h): pin the rank to its CPU; 0 or
+ * NOT_STARTED (the reason on stderr). */
+static int rank_pin_cpu(int rank)
+{
+    static int  cpus[CPU_SETSIZE];
+    const char *list = getenv("NSP_LAUNCH_CPUS");
+    cpu_set_t   set;
+    int         n;
+
+    if (list == NULL || list[0] == '\0') {
+        return 0;
+    }
+    n = cpu_list_parse(list, cpus, CPU_SETSIZE);
+    if (n <= 0) {
+        fprintf(stderr, "[rank %d] not started: NSP_LAUNCH_CPUS=%s: give CPUs as 0,1 or 0-3\n",
+                rank, list);
+        return NSP_LAUNCH_EXIT_NOT_STARTED;
+    }
+    CPU_ZERO(&set);
+    CPU_SET(cpus[rank % n], &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+        fprintf(stderr, "[rank %d] not started: NSP_LAUNCH_CPUS=%s: CPU %d: %s\n", rank, list,
+                cpus[rank % n], strerror(errno));
+        return NSP_LAUNCH_EXIT_NOT_STARTED;
+    }
+    return 0;
+}
+
 static void rank_main(const launch_run_t *run, pid_t parent, int rank)
 {
     const nsp_launch_t *l = run->l;
@@ -181,6 +241,9 @@ static void rank_main(const launch_run_t *run, pid_t parent, int rank)
     }
     if (code == 0) {
         code = rank_enter_node(rank, l->nranks); /* NSP_NETCLUSTER: this rank's node */
+    }
+    if (code == 0) {
+        code = rank_pin_cpu(rank); /* NSP_LAUNCH_CPUS: this rank's core */
     }
     if (code == 0) {
         code = l->fn(rank, l->nranks, l->arg);

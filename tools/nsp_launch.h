@@ -18,6 +18,12 @@
  *    stopped. Stopping is SIGTERM plus SIGCONT (a SIGSTOPped rank acts on
  *    neither until it is continued), then SIGKILL after term_s. Every rank is
  *    reaped before nsp_launch_run returns.
+ *  - Pinning: with NSP_LAUNCH_CPUS set (a CPU list, e.g. "0,1" or "0-3"),
+ *    rank r runs on the (r mod n)-th CPU of the list (sched_setaffinity
+ *    before fn, so every thread the rank starts, UCX's progress thread too,
+ *    stays on that CPU): one core per rank for wall-time measurements. A
+ *    list that does not parse, or names a CPU the process may not use, is
+ *    a rank not started, with the reason on stderr.
  *  - Leftovers: the System V shared-memory segments the ranks created (UCX's
  *    sysv transport makes them; a rank that is killed or stopped cannot
  *    remove them) are removed once every rank is reaped.

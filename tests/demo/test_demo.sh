@@ -64,9 +64,55 @@ b = next(iter(d["sessions"].values()))["batches"][0]
 rpn = [p["plan"]["cluster"]["ranks_per_node"] for p in b["plans"].values()]
 sys.exit(0 if d["checks"]["all_passed"] and rpn == [2, 2, 2] else 1)
 ' "$tmp/nodes-demo.json"
+# --lengths: one batch of exactly these lengths; --mem-from-ratio: a rank holds
+# 1.25 x 256 = 320 tokens whatever the file says, so the 400-token sequence
+# needs a group of ranks in every plan; checked as any batch.
+sed 's/"mem_bytes": [-0-9.e+]*/"mem_bytes": 1e12/' "$tmp/cluster.json" >"$tmp/bigmem.json"
+# shellcheck disable=SC2086
+"$demo" $small --no-tcp --cluster-file "$tmp/bigmem.json" --mem-from-ratio \
+    --lengths 400,60,30,20,20,10 --json "$tmp/lengths.json" --svg "" >"$tmp/out4" 2>"$tmp/err4"
+check "--lengths, --mem-from-ratio: the batch as given, the long sequence on a group in every plan, every run matched the reference" "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+b = d["batches"]
+plans = next(iter(d["sessions"].values()))["batches"][0]["plans"].values()
+split = all(any(0 in g["seqs"] and g["size"] > 1 for r in p["plan"]["rounds"] for g in r["groups"])
+            for p in plans)
+sys.exit(0 if d["checks"]["all_passed"] and len(b) == 1 and b[0]["nseqs"] == 6 and
+         b[0]["tokens"] == 540 and b[0]["longest"] == 400 and d["config"]["lengths"] and
+         d["config"]["mem_from_ratio"] and split else 1)
+' "$tmp/lengths.json"
+# --nested-plan: a plan file in the nested planner's place (here the static
+# plan of the same batch, written out), priced again and checked as any plan.
+"$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+json.dump(next(iter(d["sessions"].values()))["batches"][0]["plans"]["static"]["plan"],
+          open(sys.argv[2], "w"))
+' "$tmp/lengths.json" "$tmp/plan.json"
+# shellcheck disable=SC2086
+"$demo" $small --no-tcp --cluster-file "$tmp/bigmem.json" --mem-from-ratio --nested-plan \
+    "$tmp/plan.json" --lengths 400,60,30,20,20,10 --json "$tmp/given.json" --svg "" \
+    >"$tmp/out5" 2>"$tmp/err5"
+check "--nested-plan: the file's rounds run in the nested slot, every run matched the reference" "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+plans = next(iter(d["sessions"].values()))["batches"][0]["plans"]
+sys.exit(0 if d["checks"]["all_passed"] and d["config"]["nested_plan"] and
+         plans["nested"]["plan"]["rounds"] == plans["static"]["plan"]["rounds"] else 1)
+' "$tmp/given.json"
+# shellcheck disable=SC2086
+"$demo" $small --no-tcp --cluster-file "$tmp/bigmem.json" --nested-plan "$tmp/plan.json" \
+    --lengths 400,60,30 --json "" --svg "" >"$tmp/out6" 2>"$tmp/err6"
+rc=$?
+check "--nested-plan of another batch: exit status 1, the message says so (got $rc)" sh -c \
+    'test "$1" -eq 1 && grep -q "not those of batch" "$2"' _ $rc "$tmp/err6"
 "$demo" --ranks 1 >/dev/null 2>&1
 rc=$?
 check "bad flag value (--ranks 1): exit status 2 (got $rc)" test $rc -eq 2
+"$demo" --ranks 4 --lengths 400,x --quiet --json "" --svg "" >/dev/null 2>&1
+rc=$?
+check "--lengths 400,x: exit status 2 (got $rc)" test $rc -eq 2
 sed 's/^/# /' "$tmp/out"
 if [ $fail -ne 0 ]; then
     sed 's/^/# stderr: /' "$tmp/err" | tail -40

@@ -9,12 +9,18 @@
  *  - a rank that leaves a System V segment (created, never removed): the
  *    launcher removes it after the reap;
  *  - make failing: NSP_ERR_BACKEND, the reason, no rank runs its function;
+ *  - NSP_LAUNCH_CPUS: rank r on the (r mod n)-th CPU of the list (its
+ *    affinity is that CPU alone); a list that does not parse or names a CPU
+ *    not allowed: the rank does not start;
  *  - bad arguments.
  */
+#define _GNU_SOURCE
 #include "nsp_launch.h"
 #include "../tap.h"
 
+#include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ipc.h>
@@ -24,7 +30,7 @@
 #include <unistd.h>
 
 /* What each case's ranks do. */
-typedef enum { STOP_OR_FAIL, IGNORE_TERM, SLEEP, LEAVE_SEGMENT, TOUCH } body_t;
+typedef enum { STOP_OR_FAIL, IGNORE_TERM, SLEEP, LEAVE_SEGMENT, TOUCH, AFFINITY } body_t;
 
 typedef struct ctx {
     body_t body;
@@ -65,6 +71,18 @@ static int rank_fn(int rank, int nranks, void *arg)
         c->shared[0] = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
         return c->shared[0] >= 0 ? 0 : 1;
     case TOUCH: c->shared[0] = 1; return 0;
+    case AFFINITY: {
+        cpu_set_t set;
+        int       only = -1;
+        if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+            return 1;
+        }
+        for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+            only = CPU_ISSET(cpu, &set) ? (only == -1 ? cpu : -2) : only;
+        }
+        c->shared[1 + rank] = only; /* its one CPU; -2 when several */
+        return 0;
+    }
     }
     return 1;
 }
@@ -182,6 +200,56 @@ static void test_make_and_args(ctx_t *c, nsp_launch_result_t *res)
     tap_is_int(nsp_launch_run(&l, res), NSP_ERR_INVALID_ARG, "make without a field");
 }
 
+/* The first two CPUs this process may use (the second -1 if only one). */
+static void allowed_cpus(int cpu[2])
+{
+    cpu_set_t set;
+    int       n = 0;
+
+    cpu[0] = cpu[1] = -1;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        return;
+    }
+    for (int c = 0; c < CPU_SETSIZE && n < 2; ++c) {
+        if (CPU_ISSET(c, &set)) {
+            cpu[n++] = c;
+        }
+    }
+}
+
+static void test_pinning(ctx_t *c, nsp_launch_result_t *res)
+{
+    nsp_launch_t l = launch(c, 3, 30);
+    int          cpu[2];
+    char         list[64];
+
+    allowed_cpus(cpu);
+    if (cpu[0] < 0) {
+        tap_skip(4, "sched_getaffinity failed");
+        return;
+    }
+    if (cpu[1] < 0) {
+        cpu[1] = cpu[0];
+    }
+    c->body = AFFINITY;
+    snprintf(list, sizeof(list), "%d,%d", cpu[0], cpu[1]);
+    setenv("NSP_LAUNCH_CPUS", list, 1);
+    tap_is_int(nsp_launch_run(&l, res), NSP_OK, "NSP_LAUNCH_CPUS=%s: 3 ranks run", list);
+    tap_ok(c->shared[1] == cpu[0] && c->shared[2] == cpu[1] && c->shared[3] == cpu[0],
+           "rank r on the (r mod 2)-th CPU of the list, that CPU alone (%d %d %d)",
+           c->shared[1], c->shared[2], c->shared[3]);
+    setenv("NSP_LAUNCH_CPUS", "0-x", 1);
+    nsp_launch_run(&l, res);
+    tap_ok(res->rank[0].exited && res->rank[0].exit_code == NSP_LAUNCH_EXIT_NOT_STARTED,
+           "a list that does not parse: the rank does not start");
+    snprintf(list, sizeof(list), "%d", CPU_SETSIZE - 1);
+    setenv("NSP_LAUNCH_CPUS", list, 1);
+    nsp_launch_run(&l, res);
+    tap_ok(res->rank[0].exited && res->rank[0].exit_code == NSP_LAUNCH_EXIT_NOT_STARTED,
+           "a CPU the process may not use (%s): the rank does not start", list);
+    unsetenv("NSP_LAUNCH_CPUS");
+}
+
 int main(void)
 {
     static nsp_launch_result_t res;
@@ -196,6 +264,7 @@ int main(void)
     test_escalation(&c, &res);
     test_segment(&c, &res);
     test_make_and_args(&c, &res);
+    test_pinning(&c, &res);
     munmap(c.shared, 4096);
     return tap_done();
 }

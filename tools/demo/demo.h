@@ -42,11 +42,17 @@ extern const char *const demo_tensor_names[DEMO_NTENSORS];
 /** Everything the flags set (defaults in nsp_demo.c, printed in the header). */
 typedef struct demo_config {
     const char *workload;        /**< length file */
+    const char *lengths;         /**< "L1,L2,...": one batch of exactly these lengths
+                                      instead of sampling the workload (NULL: sample) */
     int         scale;           /**< lengths divided by this (rounded up) */
     int         ranks;           /**< N local ranks */
     int64_t     tokens_per_rank; /**< token budget per rank of one batch */
     int64_t     max_len;         /**< longest sequence (after scaling) */
     double      mem_ratio;       /**< tokens a rank can hold / tokens_per_rank */
+    int         mem_from_ratio;  /**< 1: with cluster_file too, a rank's memory from
+                                      mem_ratio (the file's mem_bytes otherwise) */
+    const char *nested_plan;     /**< a plan file run in the nested planner's place (NULL:
+                                      the nested planner's) */
     int         batches;
     uint64_t    seed;
     int         reps;            /**< timed runs per (batch, planner, mode) */

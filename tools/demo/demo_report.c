@@ -273,6 +273,17 @@ void demo_print_header(const demo_t *demo)
            (long long)c->max_len, c->mem_ratio, c->batches, (unsigned long long)c->seed,
            c->reps, c->q_heads, c->kv_heads, c->head_dim, c->overlap, c->time_limit_s, c->tol,
            c->tcp ? "--tcp" : "--no-tcp");
+    if (c->lengths != NULL) {
+        printf("# lengths  : --lengths %s (one batch as given, no workload drawn)\n", c->lengths);
+    }
+    if (c->nested_plan != NULL) {
+        printf("# nested   : --nested-plan %s (this plan in the nested planner's place)\n",
+               c->nested_plan);
+    }
+    if (c->mem_from_ratio && c->cluster_file != NULL) {
+        printf("# memory   : --mem-from-ratio: %g x %lld tokens per rank, not the file's\n",
+               c->mem_ratio, (long long)c->tokens_per_rank);
+    }
     printf("# batches  : %d batches, %d sequences, %lld tokens (mean %.0f per sequence, "
            "longest %lld)\n", demo->nbatches, seqs, (long long)tokens,
            seqs > 0 ? (double)tokens / seqs : 0.0, (long long)longest);
@@ -540,10 +551,21 @@ static void json_config(nsp_json_writer_t *w, const demo_t *demo)
     nsp_json_begin_object(w, "config", 0);
     nsp_json_int(w, "ranks", c->ranks);
     nsp_json_string(w, "workload", c->workload);
+    if (c->lengths != NULL) {
+        nsp_json_string(w, "lengths", c->lengths);
+    } else {
+        nsp_json_null(w, "lengths");
+    }
     nsp_json_int(w, "scale", c->scale);
     nsp_json_int(w, "tokens_per_rank", c->tokens_per_rank);
     nsp_json_int(w, "max_len", c->max_len);
     nsp_json_double(w, "mem_ratio", c->mem_ratio);
+    nsp_json_bool(w, "mem_from_ratio", c->mem_from_ratio);
+    if (c->nested_plan != NULL) {
+        nsp_json_string(w, "nested_plan", c->nested_plan);
+    } else {
+        nsp_json_null(w, "nested_plan");
+    }
     nsp_json_int(w, "batches", c->batches);
     nsp_json_int(w, "seed", (int64_t)c->seed);
     nsp_json_int(w, "reps", c->reps);

@@ -75,6 +75,8 @@ static void usage(FILE *f)
         "  --workload FILE|NAME   length file; a bare NAME is looked up in\n"
         "                         $NSPCOMM_DATA_DIR/workloads or %s/workloads\n"
         "                         (default %s)\n"
+        "  --lengths L1,L2,...    one batch of exactly these sequence lengths (tokens, not\n"
+        "                         scaled) instead of --batches drawn from the workload\n"
         "  --scale K              divide every length by K, rounding up (default %d)\n"
         "  --tokens-per-rank T    token budget per rank of one batch (default %lld)\n"
         "  --max-len S            longest sequence after scaling; longer are cut (default %lld)\n"
@@ -93,6 +95,10 @@ static void usage(FILE *f)
         "  --svg FILE             predicted and measured per-rank time (default %s; \"\" none)\n"
         "  --svg-batch I          the batch drawn (default %d)\n"
         "  --cluster-file FILE    use these rates instead of calibrating\n"
+        "  --mem-from-ratio       with --cluster-file: a rank's memory from --mem-ratio, not\n"
+        "                         the file's mem_bytes\n"
+        "  --nested-plan FILE     run this plan (nspcomm-plan-v1, the batch's lengths) in the\n"
+        "                         nested planner's place, priced with this run's cluster\n"
         "  --cluster-out FILE     where the calibrated cluster goes (default %s)\n"
         "  --timeout S            kill the ranks after S seconds (default 3600)\n"
         "  --quiet                no progress on stderr\n"
@@ -108,7 +114,7 @@ static void usage(FILE *f)
 enum {
     O_RANKS = 256, O_WORKLOAD, O_SCALE, O_TPR, O_MAXLEN, O_MEM, O_BATCHES, O_SEED, O_REPS,
     O_HEADS, O_HEADDIM, O_OVERLAP, O_TLIMIT, O_TOL, O_TCP, O_NOTCP, O_JSON, O_SVG, O_SVGB,
-    O_CFILE, O_COUT, O_TIMEOUT, O_QUIET, O_INJECT, O_HELP
+    O_CFILE, O_COUT, O_TIMEOUT, O_QUIET, O_INJECT, O_HELP, O_LENGTHS, O_MEMRATIO, O_NESTPLAN
 };
 
 #define DEMO_PROG "nsp_demo"
@@ -164,12 +170,33 @@ static int parse_out(const char *flag, const char *text, const char **out)
     return *out == NULL || nsp_opt_out_path(DEMO_PROG, flag, text) == NSP_OK ? 0 : -1;
 }
 
+/* --lengths L1,L2,...: every entry a length >= 1; 0 ok, -1 bad. */
+static int parse_lengths(const char *text)
+{
+    for (const char *p = text;;) {
+        char     *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 1 || (*end != ',' && *end != '\0')) {
+            fprintf(stderr, DEMO_PROG ": --lengths %s: give sequence lengths >= 1 separated by "
+                    "commas, e.g. 5632,512,64\n", text);
+            return -1;
+        }
+        if (*end == '\0') {
+            return 0;
+        }
+        p = end + 1;
+    }
+}
+
 /* 0: run; 1: --help; -1: bad flags. */
 static int parse_args(int argc, char **argv, demo_config_t *c, double *timeout_s)
 {
     static const struct option opts[] = {
         {"ranks", required_argument, NULL, O_RANKS},
         {"workload", required_argument, NULL, O_WORKLOAD},
+        {"lengths", required_argument, NULL, O_LENGTHS},
+        {"mem-from-ratio", no_argument, NULL, O_MEMRATIO},
+        {"nested-plan", required_argument, NULL, O_NESTPLAN},
         {"scale", required_argument, NULL, O_SCALE},
         {"tokens-per-rank", required_argument, NULL, O_TPR},
         {"max-len", required_argument, NULL, O_MAXLEN},
@@ -204,6 +231,12 @@ static int parse_args(int argc, char **argv, demo_config_t *c, double *timeout_s
         switch (opt) {
         case O_RANKS: bad = parse_int("--ranks", optarg, 2, DEMO_MAX_RANKS, &c->ranks); break;
         case O_WORKLOAD: c->workload = optarg; break;
+        case O_LENGTHS: c->lengths = optarg; bad = parse_lengths(optarg); break;
+        case O_MEMRATIO: c->mem_from_ratio = 1; break;
+        case O_NESTPLAN:
+            c->nested_plan = optarg;
+            bad = nsp_opt_in_path(DEMO_PROG, "--nested-plan", optarg) != NSP_OK;
+            break;
         case O_SCALE: bad = parse_int("--scale", optarg, 1, 1000000, &c->scale); break;
         case O_TPR:
             bad = parse_i64("--tokens-per-rank", optarg, 1, 100000000, &c->tokens_per_rank);
@@ -250,6 +283,9 @@ static int parse_args(int argc, char **argv, demo_config_t *c, double *timeout_s
     if (optind < argc) {
         fprintf(stderr, "nsp_demo: unexpected argument %s (see --help)\n", argv[optind]);
         return -1;
+    }
+    if (c->lengths != NULL) {
+        c->batches = 1; /* whatever --batches said */
     }
     if (c->svg_batch >= c->batches) {
         fprintf(stderr, "nsp_demo: --svg-batch %d: there are %d batches\n", c->svg_batch,
@@ -341,6 +377,28 @@ out:
     return status;
 }
 
+/* --lengths "L1,L2,..." (checked by parse_lengths): batch 0 is exactly these. */
+static nsp_status_t given_batch(demo_t *demo)
+{
+    const char *p = demo->cfg.lengths;
+    int         n = 1;
+
+    for (const char *q = p; *q != '\0'; ++q) {
+        n += *q == ',';
+    }
+    demo->lens[0] = calloc((size_t)n, sizeof(int64_t));
+    if (demo->lens[0] == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int i = 0; i < n; ++i) {
+        char *end;
+        demo->lens[0][i] = strtoll(p, &end, 10);
+        p                = end + (*end == ',');
+    }
+    demo->nseqs[0] = n;
+    return NSP_OK;
+}
+
 static nsp_status_t sample_batches(demo_t *demo)
 {
     const demo_config_t *c = &demo->cfg;
@@ -351,11 +409,17 @@ static nsp_status_t sample_batches(demo_t *demo)
     resolve_workload(c->workload, path, sizeof(path));
     demo->workload_path = strdup(path);
     demo->cfg.workload  = demo->workload_path != NULL ? demo->workload_path : c->workload;
-    NSP_CHECK(load_scaled(path, c->scale, &wl));
+    if (c->lengths == NULL) {
+        NSP_CHECK(load_scaled(path, c->scale, &wl));
+    }
     for (int b = 0; b < c->batches; ++b) {
-        NSP_CHECK_GOTO(nsp_workload_sample(wl, c->seed, b, c->tokens_per_rank * c->ranks,
-                                           c->max_len, &demo->lens[b], &demo->nseqs[b]),
-                       status, out);
+        if (c->lengths != NULL) {
+            NSP_CHECK_GOTO(given_batch(demo), status, out);
+        } else {
+            NSP_CHECK_GOTO(nsp_workload_sample(wl, c->seed, b, c->tokens_per_rank * c->ranks,
+                                               c->max_len, &demo->lens[b], &demo->nseqs[b]),
+                           status, out);
+        }
         demo->offsets[b] = calloc((size_t)demo->nseqs[b] + 1, sizeof(int64_t));
         if (demo->offsets[b] == NULL) {
             status = nsp_error(NSP_ERR_NO_MEMORY, "out of memory");
@@ -397,6 +461,11 @@ static nsp_status_t set_clusters(demo_t *demo)
         for (int s = 0; s < demo->nsessions; ++s) {
             NSP_CHECK(nsp_cluster_load(c->cluster_file, &demo->cluster[s]));
             cluster_fit_ranks(&demo->cluster[s], c->ranks);
+            if (c->mem_from_ratio) { /* docs/demo.md section 3.4 */
+                demo->cluster[s].mem_bytes =
+                    demo_mem_bytes(&demo->model, c->ranks, demo->cluster[s].workspace_bytes,
+                                   c->mem_ratio * (double)c->tokens_per_rank);
+            }
         }
         return NSP_OK;
     }
@@ -439,6 +508,68 @@ static void add_degree(demo_t *demo, int d)
     demo->ndegrees++;
 }
 
+/* The whole of file `path` as a NUL-terminated string (caller frees). */
+static nsp_status_t read_text(const char *path, char **out)
+{
+    FILE  *f = fopen(path, "rb");
+    long   size;
+    char  *text;
+    size_t got;
+
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
+        fseek(f, 0, SEEK_SET) != 0) {
+        if (f != NULL) {
+            fclose(f);
+        }
+        return nsp_error(NSP_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    }
+    text = malloc((size_t)size + 1);
+    got  = text != NULL ? fread(text, 1, (size_t)size, f) : 0;
+    fclose(f);
+    if (text == NULL || got != (size_t)size) {
+        free(text);
+        return nsp_error(text == NULL ? NSP_ERR_NO_MEMORY : NSP_ERR_IO, "cannot read %s", path);
+    }
+    text[size] = '\0';
+    *out       = text;
+    return NSP_OK;
+}
+
+/* --nested-plan FILE for batch b: its rounds and groups, with this run's
+ * model and cluster, priced again; its lengths must be the batch's. */
+static nsp_status_t given_plan(const demo_t *demo, int b, const nsp_cluster_t *cl,
+                               nsp_plan_t **out)
+{
+    const char  *path = demo->cfg.nested_plan;
+    char        *text = NULL;
+    nsp_plan_t  *plan = NULL;
+    nsp_status_t status;
+    int          same;
+
+    NSP_CHECK(read_text(path, &text));
+    status = nsp_plan_read_json(text, &plan);
+    free(text);
+    NSP_CHECK(status);
+    same = plan->nseqs == demo->nseqs[b];
+    for (int i = 0; same && i < plan->nseqs; ++i) {
+        same = plan->seq_lens[i] == demo->lens[b][i];
+    }
+    if (!same) {
+        nsp_plan_free(plan);
+        return nsp_error(NSP_ERR_INVALID_ARG, "--nested-plan %s: its sequence lengths are not "
+                         "those of batch %d (%d sequences)", path, b, demo->nseqs[b]);
+    }
+    plan->model   = demo->model;
+    plan->cluster = *cl;
+    status        = nsp_plan_evaluate(plan);
+    if (status != NSP_OK) {
+        nsp_plan_free(plan);
+        return status;
+    }
+    *out = plan;
+    return NSP_OK;
+}
+
 /* Every batch, every planner, for the cluster of session s. */
 static nsp_status_t plan_batches(demo_t *demo, int s)
 {
@@ -457,8 +588,12 @@ static nsp_status_t plan_batches(demo_t *demo, int s)
             pp.field_mask   = NSP_PLANNER_FIELD_TIME_LIMIT | NSP_PLANNER_FIELD_MAX_ROUNDS;
             pp.time_limit_s = demo->cfg.time_limit_s;
             pp.max_rounds   = DEMO_MAX_ROUNDS;
-            NSP_CHECK(nsp_plan_create(&demo->model, cl, demo->lens[b], demo->nseqs[b], &pp,
-                                      &plan));
+            if (p == NSP_PLANNER_NESTED && demo->cfg.nested_plan != NULL) {
+                NSP_CHECK(given_plan(demo, b, cl, &plan));
+            } else {
+                NSP_CHECK(nsp_plan_create(&demo->model, cl, demo->lens[b], demo->nseqs[b], &pp,
+                                          &plan));
+            }
             demo->plans[s][b][p] = plan;
             NSP_CHECK(nsp_plan_validate(plan));
             for (int r = 0; r < plan->nrounds; ++r) {
