@@ -17,9 +17,9 @@ if ! .venv/bin/python -c "import torch, numpy, pytest" >/dev/null 2>&1; then
     echo "== installing torch, numpy, pytest into .venv (PyPI; a few minutes, ~5 GB)"
     .venv/bin/pip install --quiet --disable-pip-version-check torch numpy pytest
 fi
-# transformers: Qwen3-MoE and AttentionInterface/AttentionMaskInterface are
-# in every release of this range (examples/hf/README.md)
-TRANSFORMERS_SPEC=${TRANSFORMERS_SPEC:-"transformers>=4.56,<6"}
+# transformers for examples/hf: Qwen3-MoE and AttentionInterface are in every
+# release of this range; the example ran with 4.57.6 and 5.24.0
+TRANSFORMERS_SPEC=${TRANSFORMERS_SPEC:-"transformers>=4.57,<6"}
 if ! .venv/bin/python -c "from transformers import AttentionInterface, Qwen3MoeConfig" \
         >/dev/null 2>&1; then
     echo "== installing $TRANSFORMERS_SPEC into .venv (PyPI)"

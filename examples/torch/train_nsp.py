@@ -291,20 +291,22 @@ def memory_for(planner_model, cluster, tokens_per_rank):
 
 
 def train_step(args, comm, tree, planner, run, rec, kind, step, lens, tokens, targets, ref,
-               failed):
+               failed, step_fn=None):
     """One step of one planner on every rank; appends its figures to rec.
-    ref: (loss, grads) of the single-process run (rank 0, step 0), else None."""
+    ref: (loss, grads) of the single-process run (rank 0, step 0), else None.
+    kind: a planner, or "planner+variant" (examples/hf: "nested+ckpt");
+    step_fn: nsp_step's signature and results (default nsp_step)."""
     model, opt = run
     # rank 0 plans, every rank gets its plan (gloo: no nspcomm timeout while
     # rank 0 solves the disjoint planner's MILP)
-    blob = [planner.plan(lens, kind=kind, time_limit_s=0.5).to_json()
+    blob = [planner.plan(lens, kind=kind.split("+")[0], time_limit_s=0.5).to_json()
             if comm.rank == 0 else None]
     dist.broadcast_object_list(blob, 0)
     plan = nspcomm.Plan.from_json(blob[0])
     comm.barrier()
     w0 = time.time()
     st = {}
-    loss, cpu, nbytes = nsp_step(model, opt, comm, tree, plan, tokens, targets, st)
+    loss, cpu, nbytes = (step_fn or nsp_step)(model, opt, comm, tree, plan, tokens, targets, st)
     wall = time.time() - w0
     if ref is not None:
         # the optimizer already stepped: compare the all-reduced grads it used
@@ -545,7 +547,8 @@ def main():
     sys.exit(0 if ok.item() == 1 else 1)
 
 
-def summarize(report, args, failed):
+def summarize(report, args, failed, name="train_nsp"):
+    """The tables, the checks across planners, and name.json / name.svg in --out."""
     kinds = list(report["planners"])
     base = report["planners"][kinds[0]]["loss"]
     for k in kinds[1:]:
@@ -601,11 +604,11 @@ def summarize(report, args, failed):
                            "step-0 loss and every gradient match the single-process run "
                            "(tolerance %.0e), loss curves coincide" % args.grad_tol))
     report["failed"] = failed
-    with open(os.path.join(args.out, "train_nsp.json"), "w") as f:
+    with open(os.path.join(args.out, name + ".json"), "w") as f:
         json.dump(report, f, indent=1)
-    with open(os.path.join(args.out, "train_nsp.svg"), "w") as f:
+    with open(os.path.join(args.out, name + ".svg"), "w") as f:
         f.write(svg(report))
-    print("# wrote %s/train_nsp.json and train_nsp.svg" % args.out)
+    print("# wrote %s/%s.json and %s.svg" % (args.out, name, name))
 
 
 def svg(report):

@@ -206,7 +206,10 @@ class FlashAttnKernel(MathKernel):
         if module is None:
             from flash_attn import flash_attn_interface as module  # noqa: E402
         self.fa = module
-        self._bwd_params = inspect.signature(module._flash_attn_varlen_backward).parameters
+        bwd = module._flash_attn_varlen_backward
+        # flash-attn 2.6+ registers it as a torch custom op: read the
+        # signature of the function it wraps
+        self._bwd_params = inspect.signature(getattr(bwd, "_init_fn", bwd)).parameters
 
     @staticmethod
     def _usable(q):
@@ -230,6 +233,8 @@ class FlashAttnKernel(MathKernel):
         for name, p in self._bwd_params.items():
             if name in known:
                 kw[name] = known[name]
+            elif p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
             elif p.default is inspect.Parameter.empty:
                 raise RuntimeError("flash_attn's _flash_attn_varlen_backward takes '%s', which "
                                    "nspcomm does not know; use SdpaKernel" % name)

@@ -231,6 +231,38 @@ def test_flash_attn_backward_with_an_unknown_parameter_is_a_clear_error():
         kern.bwd(q, k, v, o, lse, do, cu, cu, True, 0.3)
 
 
+def test_flash_attn_backward_registered_as_a_torch_custom_op():
+    """flash-attn 2.6+ wraps _flash_attn_varlen_backward in
+    torch.library.custom_op (its signature is then *args, **kwargs): the
+    kernel reads the wrapped function's parameters and calls it by name."""
+    fa = fakecuda.FakeFlashAttn()
+    plain_bwd = fa._flash_attn_varlen_backward
+
+    @torch.library.custom_op("nsptest::flash_attn_varlen_backward",
+                             mutates_args=("dq", "dk", "dv"))
+    def wrapped(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                out: torch.Tensor, softmax_lse: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor,
+                dv: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
+                max_seqlen_q: int, max_seqlen_k: int, dropout_p: float, softmax_scale: float,
+                causal: bool, window_size_left: int = -1, window_size_right: int = -1,
+                softcap: float = 0.0, alibi_slopes: torch.Tensor | None = None,
+                deterministic: bool = False, rng_state: torch.Tensor | None = None,
+                zero_tensors: bool = False) -> None:
+        plain_bwd(dout, q, k, v, out, softmax_lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
+                  max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, window_size_left,
+                  window_size_right, softcap, alibi_slopes, deterministic, rng_state)
+    fa._flash_attn_varlen_backward = wrapped
+    cu = [0, 4, 9]
+    q, k, v, do = _fake_inputs(torch.bfloat16, cu)
+    dev = [fakecuda.on_fake_cuda(t) for t in (q, k, v, do)]
+    kern = nt.FlashAttnKernel(module=fa)
+    o, lse = kern.fwd(dev[0], dev[1], dev[2], cu, cu, True, 0.3)
+    g = kern.bwd(dev[0], dev[1], dev[2], o, lse, dev[3], cu, cu, True, 0.3)
+    mo, ml = nt.MathKernel().fwd(q, k, v, cu, cu, True, 0.3)
+    for a, b in zip(g, nt.MathKernel().bwd(q, k, v, mo, ml, do, cu, cu, True, 0.3)):
+        assert torch.equal(fakecuda.plain(a), b)
+
+
 def test_default_kernel_by_device():
     assert type(nt.SdpaKernel()) is type(nspcomm.kernels.default_kernel("cpu"))
     try:
