@@ -252,15 +252,7 @@ def parse_args(argv=None):
     ap.add_argument("--scale", type=int, default=8, help="lengths divided by this")
     ap.add_argument("--tokens-per-rank", type=int, default=256)
     ap.add_argument("--max-len", type=int, default=2048)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--grad-tol", type=float, default=1e-4)
-    ap.add_argument("--loss-tol", type=float, default=2e-3)
-    ap.add_argument("--cluster", default=os.path.join(TOP, "data", "clusters",
-                                                      "demo-cpu-shm.json"))
-    ap.add_argument("--rates", default=None, metavar="GEMM,ATTN",
-                    help="FLOP/s per rank for the cost model instead of measuring them")
-    ap.add_argument("--out", default=os.path.join(TOP, "out"))
-    ap.add_argument("--seed", type=int, default=1)
+    tn.add_run_args(ap)
     ap.add_argument("--self-test", action="store_true",
                     help="after step 0, check that the step-0 check catches a 1%% error and "
                     "that ranks without tokens work")
@@ -319,10 +311,7 @@ def main():
     for kind in kinds:
         model = build(args, init, nspcomm.hf.NAME, ckpt=kind.endswith("+ckpt"))
         runs[kind] = (model, torch.optim.AdamW(model.parameters(), lr=args.lr))
-        report["planners"][kind] = {"loss": [], "crit_s": [], "wall_s": [], "pred_s": [],
-                                    "rank_cpu_s": [], "bytes": {}, "rounds": [],
-                                    "attn_wall_s": [], "attn_compute_s": [],
-                                    "attn_wait_s": [], "allreduce_wall_s": []}
+        report["planners"][kind] = tn.new_record()
     ref = None
     for step in range(args.steps):
         lens = lens_of[step]
@@ -335,14 +324,7 @@ def main():
                           failed, step_fn=hf_step)
         if step == 0 and args.self_test:
             failed += self_test(args, comm, tree, planner, init, lens, tokens, targets, ref)
-    if rank == 0:
-        tn.summarize(report, args, failed, name="train_hf")
-    ok = torch.tensor([0 if failed else 1])
-    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-    tree.destroy()
-    comm.destroy()
-    dist.destroy_process_group()
-    sys.exit(0 if ok.item() == 1 else 1)
+    tn.finish(report, args, failed, comm, tree, name="train_hf")
 
 
 if __name__ == "__main__":
