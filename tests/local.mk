@@ -30,7 +30,7 @@ TESTS += tests/python/test_train.sh
 # The Hugging Face example, short (2 ranks, 2 steps; tests/python/test_hf.sh).
 TESTS += tests/python/test_hf.sh
 EXTRA_DIST += tests/python python examples/torch examples/hf perf/torch_ulysses_compare.py \
-	perf/gpu_check_torch.py
+	perf/gpu_check_torch.py perf/torch_wire_bytes.py
 
 # Version and ABI checks for bindings, planner kinds by name.
 check_PROGRAMS += tests/test_version
