@@ -27,7 +27,10 @@ dist_noinst_SCRIPTS += tests/test_structure.sh
 TESTS += tests/python/test_python.sh
 # The training run, short (4 ranks, 2 steps per planner; tests/python/test_train.sh).
 TESTS += tests/python/test_train.sh
-EXTRA_DIST += tests/python python examples/torch perf/torch_ulysses_compare.py
+# The Hugging Face example, short (2 ranks, 2 steps; tests/python/test_hf.sh).
+TESTS += tests/python/test_hf.sh
+EXTRA_DIST += tests/python python examples/torch examples/hf perf/torch_ulysses_compare.py \
+	perf/gpu_check_torch.py perf/torch_wire_bytes.py
 
 # Version and ABI checks for bindings, planner kinds by name.
 check_PROGRAMS += tests/test_version

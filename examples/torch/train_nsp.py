@@ -291,20 +291,22 @@ def memory_for(planner_model, cluster, tokens_per_rank):
 
 
 def train_step(args, comm, tree, planner, run, rec, kind, step, lens, tokens, targets, ref,
-               failed):
+               failed, step_fn=None):
     """One step of one planner on every rank; appends its figures to rec.
-    ref: (loss, grads) of the single-process run (rank 0, step 0), else None."""
+    ref: (loss, grads) of the single-process run (rank 0, step 0), else None.
+    kind: a planner, or "planner+variant" (examples/hf: "nested+ckpt");
+    step_fn: nsp_step's signature and results (default nsp_step)."""
     model, opt = run
     # rank 0 plans, every rank gets its plan (gloo: no nspcomm timeout while
     # rank 0 solves the disjoint planner's MILP)
-    blob = [planner.plan(lens, kind=kind, time_limit_s=0.5).to_json()
+    blob = [planner.plan(lens, kind=kind.split("+")[0], time_limit_s=0.5).to_json()
             if comm.rank == 0 else None]
     dist.broadcast_object_list(blob, 0)
     plan = nspcomm.Plan.from_json(blob[0])
     comm.barrier()
     w0 = time.time()
     st = {}
-    loss, cpu, nbytes = nsp_step(model, opt, comm, tree, plan, tokens, targets, st)
+    loss, cpu, nbytes = (step_fn or nsp_step)(model, opt, comm, tree, plan, tokens, targets, st)
     wall = time.time() - w0
     if ref is not None:
         # the optimizer already stepped: compare the all-reduced grads it used
@@ -353,6 +355,29 @@ PRESETS = {
 }
 
 
+def add_run_args(ap):
+    """The options every training example shares (examples/hf too): the
+    optimizer's rate, the checks' tolerances, the cluster file, the output
+    folder, the seed, fixed kernel rates."""
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--grad-tol", type=float, default=1e-4)
+    ap.add_argument("--loss-tol", type=float, default=2e-3)
+    ap.add_argument("--cluster", default=os.path.join(TOP, "data", "clusters",
+                                                      "demo-cpu-shm.json"))
+    ap.add_argument("--out", default=os.path.join(TOP, "out"))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rates", default=None, metavar="GEMM,ATTN",
+                    help="the model's GEMM and attention-kernel FLOP/s per rank for the cost "
+                    "model instead of measuring them at start (reproducible predictions)")
+
+
+def new_record():
+    """What train_step and summarize keep per planner, empty."""
+    return {"loss": [], "crit_s": [], "wall_s": [], "pred_s": [], "rank_cpu_s": [], "bytes": {},
+            "rounds": [], "attn_wall_s": [], "attn_compute_s": [], "attn_wait_s": [],
+            "allreduce_wall_s": []}
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="default",
@@ -366,19 +391,10 @@ def parse_args(argv=None):
     ap.add_argument("--tokens-per-rank", type=int, default=None)
     ap.add_argument("--max-len", type=int, default=None)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--grad-tol", type=float, default=1e-4)
-    ap.add_argument("--loss-tol", type=float, default=2e-3)
-    ap.add_argument("--cluster", default=os.path.join(TOP, "data", "clusters",
-                                                      "demo-cpu-shm.json"))
-    ap.add_argument("--out", default=os.path.join(TOP, "out"))
-    ap.add_argument("--seed", type=int, default=1)
+    add_run_args(ap)
     ap.add_argument("--predict-only", action="store_true",
                     help="one process, no training: the cost model's step time per planner "
                     "on the run's batches (--ranks, --ranks-per-node)")
-    ap.add_argument("--rates", default=None, metavar="GEMM,ATTN",
-                    help="the model's GEMM and attention-kernel FLOP/s per rank for the cost "
-                    "model instead of measuring them at start (reproducible predictions)")
     ap.add_argument("--ranks", type=int, default=8, help="with --predict-only")
     ap.add_argument("--ranks-per-node", type=int, default=4, help="with --predict-only")
     args = ap.parse_args(argv)
@@ -517,10 +533,7 @@ def main():
         model = Decoder(layers=args.layers)
         model.load_state_dict(init.state_dict())
         runs[kind] = (model, torch.optim.AdamW(model.parameters(), lr=args.lr))
-        report["planners"][kind] = {"loss": [], "crit_s": [], "wall_s": [], "pred_s": [],
-                                    "rank_cpu_s": [], "bytes": {}, "rounds": [],
-                                    "attn_wall_s": [], "attn_compute_s": [],
-                                    "attn_wait_s": [], "allreduce_wall_s": []}
+        report["planners"][kind] = new_record()
     # planners alternate step by step (each trains its own copy of the model),
     # so a change of the machine's load falls on all of them alike; the order
     # rotates each step, so no planner always runs first
@@ -535,8 +548,13 @@ def main():
             train_step(args, comm, tree, planner, runs[kind], report["planners"][kind], kind,
                        step, lens, tokens, targets,
                        (ref_loss, ref_grads) if step == 0 and rank == 0 else None, failed)
-    if rank == 0:
-        summarize(report, args, failed)
+    finish(report, args, failed, comm, tree)
+
+
+def finish(report, args, failed, comm, tree, name="train_nsp"):
+    """Rank 0 summarizes; every rank exits 1 if any check failed anywhere."""
+    if comm.rank == 0:
+        summarize(report, args, failed, name)
     ok = torch.tensor([0 if failed else 1])
     dist.all_reduce(ok, op=dist.ReduceOp.MIN)
     tree.destroy()
@@ -545,7 +563,8 @@ def main():
     sys.exit(0 if ok.item() == 1 else 1)
 
 
-def summarize(report, args, failed):
+def summarize(report, args, failed, name="train_nsp"):
+    """The tables, the checks across planners, and name.json / name.svg in --out."""
     kinds = list(report["planners"])
     base = report["planners"][kinds[0]]["loss"]
     for k in kinds[1:]:
@@ -601,11 +620,11 @@ def summarize(report, args, failed):
                            "step-0 loss and every gradient match the single-process run "
                            "(tolerance %.0e), loss curves coincide" % args.grad_tol))
     report["failed"] = failed
-    with open(os.path.join(args.out, "train_nsp.json"), "w") as f:
+    with open(os.path.join(args.out, name + ".json"), "w") as f:
         json.dump(report, f, indent=1)
-    with open(os.path.join(args.out, "train_nsp.svg"), "w") as f:
+    with open(os.path.join(args.out, name + ".svg"), "w") as f:
         f.write(svg(report))
-    print("# wrote %s/train_nsp.json and train_nsp.svg" % args.out)
+    print("# wrote %s/%s.json and %s.svg" % (args.out, name, name))
 
 
 def svg(report):

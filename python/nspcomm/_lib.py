@@ -3,7 +3,9 @@
 The structs below mirror include/nspcomm.h field for field. At load the
 library's version (nsp_version) and the size of every mirrored struct
 (nsp_struct_size) are compared with these mirrors; any difference raises
-NspLibraryError before a single struct crosses the boundary.
+NspLibraryError before a single struct crosses the boundary. Every field's
+offset, and every constant of _constants.py, is checked against the header
+by tests/python/test_abi.py (a probe compiled against it).
 """
 
 import ctypes
@@ -11,21 +13,19 @@ import os
 import sys
 import threading
 
+from . import _constants as C
+
 # The header version these mirrors were written against (major, minor).
-ABI_VERSION = (0, 1)
+ABI_VERSION = (C.NSP_VERSION_MAJOR, C.NSP_VERSION_MINOR)
 
 c_int, c_int64, c_uint64, c_uint32 = ctypes.c_int, ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint32
 c_double, c_float, c_size_t, c_void_p = ctypes.c_double, ctypes.c_float, ctypes.c_size_t, ctypes.c_void_p
 P = ctypes.POINTER
 
-STATUS_NAMES = {
-    0: "NSP_OK", 1: "NSP_INPROGRESS", -1: "NSP_ERR_INVALID_ARG", -2: "NSP_ERR_NO_MEMORY",
-    -3: "NSP_ERR_IO", -4: "NSP_ERR_PARSE", -5: "NSP_ERR_NOT_FOUND", -6: "NSP_ERR_INFEASIBLE",
-    -7: "NSP_ERR_UNSUPPORTED", -8: "NSP_ERR_TIMEOUT", -9: "NSP_ERR_PEER_FAILED",
-    -10: "NSP_ERR_MISMATCH", -11: "NSP_ERR_BACKEND", -12: "NSP_ERR_INTERNAL",
-}
-ERR_INVALID_ARG, ERR_UNSUPPORTED, ERR_TIMEOUT, ERR_PEER_FAILED = -1, -7, -8, -9
-ERR_MISMATCH, ERR_BACKEND = -10, -11
+STATUS_NAMES = C.STATUS_NAMES
+ERR_INVALID_ARG, ERR_UNSUPPORTED = C.NSP_ERR_INVALID_ARG, C.NSP_ERR_UNSUPPORTED
+ERR_TIMEOUT, ERR_PEER_FAILED = C.NSP_ERR_TIMEOUT, C.NSP_ERR_PEER_FAILED
+ERR_MISMATCH, ERR_BACKEND = C.NSP_ERR_MISMATCH, C.NSP_ERR_BACKEND
 
 
 class NspError(RuntimeError):
@@ -92,7 +92,7 @@ class PlannerParams(ctypes.Structure):
 
 
 class UniqueId(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_char * 128)]
+    _fields_ = [("internal", ctypes.c_char * C.NSP_UNIQUE_ID_BYTES)]
 
 
 class Config(ctypes.Structure):
@@ -179,7 +179,8 @@ class LevelStats(ctypes.Structure):
 
 class NestedAttnStats(ctypes.Structure):
     _fields_ = [("nlevels", c_int), ("wall_s", c_double), ("compute_s", c_double),
-                ("wait_s", c_double), ("bytes_sent", c_uint64), ("level", LevelStats * 32)]
+                ("wait_s", c_double), ("bytes_sent", c_uint64),
+                ("level", LevelStats * C.NSP_TREE_MAX_LEVELS)]
 
 
 # Every mirror, by the typedef name nsp_struct_size() knows.
@@ -268,6 +269,8 @@ def _declare(lib):
         "nsp_comm_init_rank": [P(c_void_p), c_int, UniqueId, c_int, P(Config)],
         "nsp_comm_init_oob": [P(c_void_p), P(OobColl), P(Config)],
         "nsp_comm_init_env": [P(c_void_p), P(Config)],
+        "nsp_comm_from_nccl": [P(c_void_p), c_void_p, P(Config)],
+        "nsp_comm_backend": [c_void_p, P(ctypes.c_char_p)],
         "nsp_launcher_detect": [P(ctypes.c_char_p), P(c_int), P(c_int)],
         "nsp_comm_destroy": [c_void_p],
         "nsp_comm_rank": [c_void_p, P(c_int)],
@@ -285,6 +288,7 @@ def _declare(lib):
                                 c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
                                 P(NestedAttnStats)],
         "nsp_nested_attn_destroy": [c_void_p],
+        "nsp_nested_attn_set_stream": [c_void_p, c_void_p],
         "nsp_layout_head_rows": [c_void_p, c_int, P(c_int64)],
         "nsp_a2a_post": [c_void_p, c_void_p, P(A2aParams), P(c_void_p)],
         "nsp_request_wait": [c_void_p],

@@ -1,26 +1,29 @@
 """Communicators and trees: bootstrap from torchrun/mpirun/srun environments or
 through a torch.distributed Store (the out-of-band callbacks of
-nsp_comm_init_oob, as torch-ucc does)."""
+nsp_comm_init_oob, as torch-ucc does), on the UCX backend (host memory) or
+the NCCL backend (CUDA memory); or a world borrowed from the job's
+ProcessGroupNCCL (nsp_comm_from_nccl)."""
 
 import ctypes
 import itertools
 import os
 
+from . import _constants as C
 from . import _lib
 from ._lib import check
 
-_NSP_CONFIG_MAGIC = 0x4E535043
-_VERSION_CODE = _lib.ABI_VERSION[0] * 10000 + _lib.ABI_VERSION[1] * 100
+# NSP_VERSION_CODE of the header these bindings mirror (major.minor.0)
+_VERSION_CODE = C.NSP_VERSION_MAJOR * 10000 + C.NSP_VERSION_MINOR * 100
 
 
-def _config(timeout_s=None, backend=None):
+def _config(timeout_s=None, backend=None, cuda_device=None):
     cfg = _lib.Config()
     cfg.size = ctypes.sizeof(_lib.Config)
-    cfg.magic = _NSP_CONFIG_MAGIC
+    cfg.magic = C.NSP_CONFIG_MAGIC
     cfg.version = _VERSION_CODE
     cfg.backend = backend.encode() if backend else None
     cfg.timeout_s = float(timeout_s) if timeout_s else 0.0
-    cfg.cuda_device = -1
+    cfg.cuda_device = -1 if cuda_device is None else int(cuda_device)
     return cfg
 
 
@@ -69,15 +72,23 @@ class _StoreOob:
 
 
 class Comm:
-    """A world communicator (nsp_comm_t). Use init() to create one."""
+    """A world communicator (nsp_comm_t). Use init() or from_process_group().
 
-    def __init__(self, handle):
+    .backend: "ucx" (host memory: CPU tensors) or "nccl" (CUDA memory);
+    .cuda_device: the CUDA device index of an "nccl" world (None on "ucx")."""
+
+    def __init__(self, handle, cuda_device=None, keep=None):
         self._h = handle
         L = _lib.lib()
         r, n = ctypes.c_int(), ctypes.c_int()
+        name = ctypes.c_char_p()
         check(L.nsp_comm_rank(handle, ctypes.byref(r)))
         check(L.nsp_comm_size(handle, ctypes.byref(n)))
+        check(L.nsp_comm_backend(handle, ctypes.byref(name)))
         self.rank, self.size = r.value, n.value
+        self.backend = name.value.decode()
+        self.cuda_device = cuda_device if self.backend == "nccl" else None
+        self._keep = keep  # what the C world borrows (a process group) until destroy
         self._trees = []
 
     @property
@@ -122,6 +133,7 @@ class Comm:
         h, self._h = self._h, None
         if h:
             check(_lib.lib().nsp_comm_destroy(h), "nsp_comm_destroy")
+        self._keep = None
 
     def __del__(self):
         try:
@@ -168,8 +180,23 @@ class Tree:
             check(_lib.lib().nsp_tree_destroy(h), "nsp_tree_destroy")
 
 
+def _nccl_device(backend, cuda_device):
+    """The CUDA device an "nccl" world will use: cuda_device, else torch's
+    current device (what nspcomm binds with config.cuda_device = -1); None
+    for another backend (or the environment's choice, NSPCOMM_BACKEND)."""
+    chosen = backend or os.environ.get("NSPCOMM_BACKEND")
+    if chosen != "nccl":
+        return cuda_device
+    if cuda_device is not None:
+        return int(cuda_device)
+    import torch
+    if not torch.cuda.is_available():
+        return None  # nspcomm says why it cannot run (NSP_ERR_UNSUPPORTED, collective)
+    return torch.cuda.current_device()
+
+
 def init(store=None, rank=None, world_size=None, timeout_s=None, backend=None,
-         prefix="nspcomm"):
+         cuda_device=None, prefix="nspcomm"):
     """Create the world communicator.
 
     Without a store: nsp_comm_init_env, which reads torchrun's RANK,
@@ -178,13 +205,20 @@ def init(store=None, rank=None, world_size=None, timeout_s=None, backend=None,
     Store (e.g. torch.distributed.TCPStore, or dist.distributed_c10d's
     default store): nsp_comm_init_oob, the rank and size from the arguments,
     else from torch.distributed when it is initialised, else from RANK and
-    WORLD_SIZE."""
+    WORLD_SIZE.
+
+    backend: "ucx" (host memory, CPU tensors; the default unless
+    NSPCOMM_BACKEND says otherwise) or "nccl" (CUDA tensors: one GPU per
+    rank, NCCL communicators created by nspcomm through the same
+    bootstrap); cuda_device: the "nccl" world's device (default: torch's
+    current device; under torchrun usually LOCAL_RANK)."""
     L = _lib.lib()
-    cfg = _config(timeout_s, backend)
+    device = _nccl_device(backend, cuda_device)
+    cfg = _config(timeout_s, backend, device)
     h = ctypes.c_void_p()
     if store is None:
         check(L.nsp_comm_init_env(ctypes.byref(h), ctypes.byref(cfg)), "nsp_comm_init_env")
-        return Comm(h)
+        return Comm(h, device)
     if rank is None or world_size is None:
         try:
             import torch.distributed as dist
@@ -203,10 +237,69 @@ def init(store=None, rank=None, world_size=None, timeout_s=None, backend=None,
         raise _lib.NspError(status, "nspcomm.init(store=...): the store failed: %r (%s)" %
                             (oob.error, _lib.last_error()))
     check(status, "nsp_comm_init_oob")
-    return Comm(h)
+    return Comm(h, device)
 
 
-SEQ_TO_HEAD, HEAD_TO_SEQ = 0, 1
+def nccl_comm_pointer(backend):
+    """The ncclComm_t (an int) of a torch ProcessGroupNCCL backend object, for
+    nsp_comm_from_nccl: the `comm_ptr` property where torch has it (2.15
+    has it), else the private `_comm_ptr()` method; a clear error when the
+    installed torch exposes neither, or the communicator does not exist yet
+    (NULL)."""
+    for name in ("comm_ptr", "_comm_ptr"):
+        attr = getattr(backend, name, None)
+        if attr is None:
+            continue
+        ptr = int(attr() if callable(attr) else attr)
+        if ptr == 0:
+            raise RuntimeError("nspcomm.from_process_group: the process group's NCCL "
+                               "communicator is not created yet (torch creates it on the first "
+                               "collective, or at init_process_group(device_id=...))")
+        return ptr
+    import torch
+    raise NotImplementedError(
+        "nspcomm.from_process_group: torch %s's ProcessGroupNCCL exposes no communicator "
+        "(neither comm_ptr nor _comm_ptr); create nspcomm's own NCCL world instead: "
+        "nspcomm.init(store=..., backend='nccl')" % torch.__version__)
+
+
+def from_process_group(group=None, timeout_s=None):
+    """Borrow the NCCL communicator of a torch.distributed process group
+    (default: the default group) as nspcomm's world (nsp_comm_from_nccl;
+    collective over the group). The group must have an NCCL backend and
+    stays the caller's: destroy this world (comm.destroy()) before
+    torch.distributed.destroy_process_group(). The world's device is the
+    group's bound device (init_process_group(device_id=...)), else torch's
+    current device; a tiny all-reduce on it first makes torch create the
+    communicator if it has not yet."""
+    import torch
+    import torch.distributed as dist
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    try:
+        backend = pg._get_backend(torch.device("cuda"))
+    except RuntimeError as e:
+        backend = e
+    nccl = getattr(dist, "ProcessGroupNCCL", None)
+    if nccl is None or not isinstance(backend, nccl):
+        raise ValueError("nspcomm.from_process_group: the group has no NCCL backend for CUDA "
+                         "tensors (%s); init_process_group('nccl') or use "
+                         "nspcomm.init(store=..., backend='nccl')" % (
+                             backend if isinstance(backend, Exception) else
+                             type(backend).__name__))
+    bound = getattr(pg, "bound_device_id", None)
+    device = bound.index if bound is not None and bound.index is not None else \
+        torch.cuda.current_device()
+    with torch.cuda.device(device):
+        dist.all_reduce(torch.zeros(1, device="cuda"), group=pg)
+        ptr = nccl_comm_pointer(backend)
+    h = ctypes.c_void_p()
+    cfg = _config(timeout_s, "nccl", device)
+    check(_lib.lib().nsp_comm_from_nccl(ctypes.byref(h), ctypes.c_void_p(ptr),
+                                        ctypes.byref(cfg)), "nsp_comm_from_nccl")
+    return Comm(h, device, keep=pg)
+
+
+SEQ_TO_HEAD, HEAD_TO_SEQ = C.NSP_A2A_SEQ_TO_HEAD, C.NSP_A2A_HEAD_TO_SEQ
 
 
 def all_to_all(tree, layout, src, direction=SEQ_TO_HEAD, heads=None, out=None, check_agree=True):
@@ -227,7 +320,7 @@ def all_to_all(tree, layout, src, direction=SEQ_TO_HEAD, heads=None, out=None, c
     if out is None:
         out = torch.empty(shape, dtype=src.dtype)
     p = _lib.A2aParams()
-    p.field_mask = 8 | 32  # NSP_A2A_FIELD_CHECK | NSP_A2A_FIELD_BYTES: C checks the sizes
+    p.field_mask = C.NSP_A2A_FIELD_CHECK | C.NSP_A2A_FIELD_BYTES  # C checks the sizes
     p.direction, p.heads, p.head_dim = direction, int(heads), int(D)
     p.elem_size = src.element_size()
     p.src_bytes = src.numel() * src.element_size()

@@ -5,13 +5,13 @@ import json
 import os
 import tempfile
 
+from . import _constants as C
 from . import _lib
 from ._lib import check
 
-# nsp_planner_params_t field mask bits (include/nspcomm.h section 3)
-_F_STATIC_DEGREE, _F_STATIC_RECOMPUTE, _F_TIME_LIMIT = 1, 2, 4
-_F_LEVEL_DEGREES, _F_MAX_ROUNDS, _F_ENABLE_RING = 8, 16, 32
-FLAG_GREEDY_FALLBACK, FLAG_SOLVER_TIMEOUT, FLAG_RING = 1, 2, 4
+FLAG_GREEDY_FALLBACK = C.NSP_PLAN_FLAG_GREEDY_FALLBACK
+FLAG_SOLVER_TIMEOUT = C.NSP_PLAN_FLAG_SOLVER_TIMEOUT
+FLAG_RING = C.NSP_PLAN_FLAG_RING
 
 
 def _load_spec(spec, what, ranks=None):
@@ -179,24 +179,24 @@ class Planner:
         p = _lib.PlannerParams(kind=planner_kind(kind))
         keep = []
         if static_degree is not None:
-            p.field_mask |= _F_STATIC_DEGREE
+            p.field_mask |= C.NSP_PLANNER_FIELD_STATIC_DEGREE
             p.static_degree = int(static_degree)
         if static_recompute is not None:
-            p.field_mask |= _F_STATIC_RECOMPUTE
+            p.field_mask |= C.NSP_PLANNER_FIELD_STATIC_RECOMPUTE
             p.static_recompute = int(static_recompute)
         if time_limit_s is not None:
-            p.field_mask |= _F_TIME_LIMIT
+            p.field_mask |= C.NSP_PLANNER_FIELD_TIME_LIMIT
             p.time_limit_s = float(time_limit_s)
         if level_degrees is not None:
             degs = (ctypes.c_int * len(level_degrees))(*level_degrees)
             keep.append(degs)
-            p.field_mask |= _F_LEVEL_DEGREES
+            p.field_mask |= C.NSP_PLANNER_FIELD_LEVEL_DEGREES
             p.nlevels, p.level_degrees = len(level_degrees), degs
         if max_rounds is not None:
-            p.field_mask |= _F_MAX_ROUNDS
+            p.field_mask |= C.NSP_PLANNER_FIELD_MAX_ROUNDS
             p.max_rounds = int(max_rounds)
         if enable_ring is not None:
-            p.field_mask |= _F_ENABLE_RING
+            p.field_mask |= C.NSP_PLANNER_FIELD_ENABLE_RING
             p.enable_ring = int(bool(enable_ring))
         ptr = ctypes.POINTER(_lib.PlanC)()
         check(_lib.lib().nsp_plan_create(ctypes.byref(self.model), ctypes.byref(self.cluster),

@@ -7,23 +7,31 @@
 q, k, v are this rank's sequence-sharded rows (the layout's order,
 layout.token_index()); o has q's shape. The op is registered with
 torch.library.custom_op as nspcomm::nested_attention_fwd / _bwd, with
-autograd and fake (meta) kernels. Inside, libnspcomm moves every level's
-sequences to head shards (nested all-to-all, levels pipelined), calls the
-per-level kernel (default: torch's CPU scaled-dot-product flash kernel per
-sequence, which returns the lse nspcomm needs), and moves the results back;
-ring levels run ring attention.
+autograd and fake (meta) kernels: it passes torch.library.opcheck, compiles
+under torch.compile(fullgraph=True) and runs under torch.utils.checkpoint
+(reentrant or not: every rank recomputes, so the collective calls stay in
+one order). Inside, libnspcomm moves every level's sequences to head
+shards (nested all-to-all, levels pipelined), calls the per-level kernel
+(nspcomm.kernels), and moves the results back; ring levels run ring
+attention.
 
-Dtypes: float32 and bfloat16 in and out, and bfloat16 on the wire on every
-level: the library reads ring partials and replicated dK/dV in bfloat16,
-adds them in float32 and rounds once (only dK/dV of a round whose plan
-replicates KV heads go back in float32). The default kernel computes in
-float32 and rounds its outputs once.
+Tensors: CPU tensors on a world of the UCX backend; CUDA tensors on the
+world's device on the NCCL backend (nspcomm.init(backend="nccl") or
+nspcomm.from_process_group()), where every call runs on torch's current
+CUDA stream (nspcomm.device). Dtypes: float32, bfloat16 and float16, in and
+out, exchanged in that dtype on every level (replicated dK/dV of rounds
+that replicate KV heads go back in float32; lse is always float32). The
+default kernels compute in float32 (or in the fused kernel's own way on
+CUDA) and round their outputs once.
 
 Saved state: the forward keeps the library's head-sharded q, k, v, o, lse
-(nsp_nested_attn_saved_t) in the autograd context, so the backward
-exchanges only dout and the gradients; it is freed by the backward (or
-with the graph). A second backward through a retained graph re-exchanges
-the saved sequence-sharded tensors instead.
+(nsp_nested_attn_saved_t) for the backward, so the backward exchanges only
+dout and the gradients. The forward op's third output, a one-element int64
+tensor, names it by its storage: autograd saves that tensor, the backward
+takes the state, and the state is freed with the tensor's storage if no
+backward runs (a graph dropped, or a checkpointed forward). A second
+backward through a retained graph re-exchanges the saved sequence-sharded
+tensors instead.
 """
 
 import ctypes
@@ -32,150 +40,33 @@ import threading
 import weakref
 
 import torch
-import torch.nn.functional as F
 
+from . import _constants as C
 from . import _lib
 from ._lib import check
+from .device import memory_of
+from .kernels import MathKernel, SdpaKernel, FlashAttnKernel, default_kernel
 
-__all__ = ["NestedAttention", "nested_attention", "SdpaKernel", "MathKernel"]
+__all__ = ["NestedAttention", "nested_attention", "SdpaKernel", "MathKernel",
+           "FlashAttnKernel"]
 
-_FP32, _BF16 = 0, 1
-_F_KERNEL, _F_DTYPE, _F_SERIAL, _F_CHECK, _F_SLICES = 1, 2, 4, 8, 16
-_TORCH_DTYPE = {_FP32: torch.float32, _BF16: torch.bfloat16}
+# torch dtype <-> nsp_attn_dtype_t
+_CDTYPE = {torch.float32: C.NSP_ATTN_FP32, torch.bfloat16: C.NSP_ATTN_BF16,
+           torch.float16: C.NSP_ATTN_FP16}
+_TORCH_DTYPE = {v: k for k, v in _CDTYPE.items()}
 _MSG_BYTES = 256
-
-
-# ---- per-level kernels -----------------------------------------------------
-
-def _expand_kv(x, groups):
-    """[L, h_kv, D] -> [1, h_kv * groups, L, D] (GQA: q head i reads kv head i // groups)."""
-    return x.transpose(0, 1).repeat_interleave(groups, dim=0).unsqueeze(0)
-
-
-class MathKernel:
-    """Per-sequence attention written out in float32 (scores, log-sum-exp,
-    softmax): the fallback when torch lacks the CPU flash kernel, and the
-    clearest statement of what a kernel must compute."""
-
-    @staticmethod
-    def _scores(q, k, causal, scale):
-        s = torch.matmul(q, k.transpose(-1, -2)) * scale        # [1, h, Lq, Lk]
-        if causal:
-            lq, lk = s.shape[-2], s.shape[-1]
-            mask = torch.ones(lq, lk, dtype=torch.bool).triu(1)
-            s = s.masked_fill(mask, float("-inf"))
-        return s
-
-    def seq_fwd(self, q, k, v, causal, scale):
-        s = self._scores(q, k, causal, scale)
-        lse = torch.logsumexp(s, dim=-1)                         # [1, h, Lq]
-        return torch.matmul(torch.exp(s - lse.unsqueeze(-1)), v), lse
-
-    def seq_bwd(self, q, k, v, o, lse, do, causal, scale):
-        s = self._scores(q, k, causal, scale)
-        p = torch.exp(s - lse.unsqueeze(-1))                     # the FINAL lse
-        dv = torch.matmul(p.transpose(-1, -2), do)
-        dp = torch.matmul(do, v.transpose(-1, -2))
-        delta = (do * o).sum(-1, keepdim=True)                   # rowsum(dout * o_final)
-        ds = p * (dp - delta)
-        return torch.matmul(ds, k) * scale, torch.matmul(ds.transpose(-1, -2), q) * scale, dv
-
-
-class SdpaKernel(MathKernel):
-    """torch's scaled-dot-product attention per sequence: on CPU the flash
-    kernel F.scaled_dot_product_attention dispatches to, called through its
-    aten op so it also returns the lse, and whose backward takes the final o
-    and lse (what ring blocks need). Falls back to MathKernel without it.
-
-    A kernel is any object with
-      fwd(q, k, v, cu_q, cu_k, causal, scale) -> (o, lse)
-      bwd(q, k, v, o, lse, dout, cu_q, cu_k, causal, scale) -> (dq, dk, dv)
-    on packed varlen tensors: q, o, dout [Tq, h_q, D], k, v [Tk, h_kv, D]
-    (float32 or bfloat16), lse [Tq, h_q] float32 (natural log; flash-attn's
-    varlen lse is [h_q, Tq]: transpose it), cu_q/cu_k lists of nseqs + 1
-    offsets. Query head i reads KV head i // (h_q // h_kv)."""
-
-    def __init__(self):
-        ops = torch.ops.aten
-        self.flash = getattr(ops, "_scaled_dot_product_flash_attention_for_cpu", None)
-        self.flash_bwd = getattr(ops, "_scaled_dot_product_flash_attention_for_cpu_backward",
-                                 None)
-
-    def seq_fwd(self, q, k, v, causal, scale):
-        if self.flash is None:
-            return MathKernel.seq_fwd(self, q, k, v, causal, scale)
-        o, lse = self.flash(q, k, v, 0.0, causal, scale=scale)[:2]
-        return o, lse
-
-    def seq_bwd(self, q, k, v, o, lse, do, causal, scale):
-        if self.flash_bwd is None:
-            return MathKernel.seq_bwd(self, q, k, v, o, lse, do, causal, scale)
-        return self.flash_bwd(do, q, k, v, o.contiguous(), lse.contiguous(), 0.0, causal,
-                              scale=scale)[:3]
-
-    def fwd(self, q, k, v, cu_q, cu_k, causal, scale):
-        hq, hkv, D = q.shape[1], k.shape[1], q.shape[2]
-        g = hq // hkv
-        o = torch.zeros(q.shape, dtype=q.dtype)
-        lse = torch.full((q.shape[0], hq), float("-inf"), dtype=torch.float32)
-        for j in range(len(cu_q) - 1):
-            q0, q1, k0, k1 = cu_q[j], cu_q[j + 1], cu_k[j], cu_k[j + 1]
-            if q1 == q0 or k1 == k0:
-                continue
-            qs = q[q0:q1].float().transpose(0, 1).unsqueeze(0)   # [1, h_q, Lq, D]
-            ks, vs = _expand_kv(k[k0:k1].float(), g), _expand_kv(v[k0:k1].float(), g)
-            os_, ls = self.seq_fwd(qs, ks, vs, causal, scale)
-            o[q0:q1] = os_[0].transpose(0, 1).to(q.dtype)
-            lse[q0:q1] = ls[0].transpose(0, 1)
-        del D
-        return o, lse
-
-    def bwd(self, q, k, v, o, lse, do, cu_q, cu_k, causal, scale):
-        hq, hkv, D = q.shape[1], k.shape[1], q.shape[2]
-        g = hq // hkv
-        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        for j in range(len(cu_q) - 1):
-            q0, q1, k0, k1 = cu_q[j], cu_q[j + 1], cu_k[j], cu_k[j + 1]
-            if q1 == q0 or k1 == k0:
-                continue
-            t = lambda x: x.float().transpose(0, 1).unsqueeze(0).contiguous()  # noqa: E731
-            ks, vs = _expand_kv(k[k0:k1].float(), g), _expand_kv(v[k0:k1].float(), g)
-            ls = lse[q0:q1].transpose(0, 1).unsqueeze(0).contiguous()
-            gq, gk, gv = self.seq_bwd(t(q[q0:q1]), ks.contiguous(), vs.contiguous(),
-                                      t(o[q0:q1]), ls, t(do[q0:q1]), causal, scale)
-            L = k1 - k0
-            dq[q0:q1] = gq[0].transpose(0, 1).to(q.dtype)
-            dk[k0:k1] = gk[0].reshape(hkv, g, L, D).sum(1).transpose(0, 1).to(k.dtype)
-            dv[k0:k1] = gv[0].reshape(hkv, g, L, D).sum(1).transpose(0, 1).to(v.dtype)
-        return dq, dk, dv
 
 
 # ---- the C callbacks ------------------------------------------------------
 
-def _view(ptr, rows, heads, dim, dtype):
-    """A tensor over C memory [rows, heads, dim] (no copy); empty if no rows."""
-    n = rows * heads * dim
-    if n == 0 or not ptr:
-        return torch.empty((rows, heads, dim), dtype=dtype)
-    es = torch.tensor([], dtype=dtype).element_size()
-    buf = (ctypes.c_char * (n * es)).from_address(ptr)
-    return torch.frombuffer(buf, dtype=dtype).view(rows, heads, dim)
-
-
-def _lse_view(ptr, rows, heads):
-    if rows * heads == 0 or not ptr:
-        return torch.empty((rows, heads), dtype=torch.float32)
-    addr = ctypes.cast(ptr, ctypes.c_void_p).value
-    buf = (ctypes.c_char * (rows * heads * 4)).from_address(addr)
-    return torch.frombuffer(buf, dtype=torch.float32).view(rows, heads)
-
-
 class _Callbacks:
-    """ctypes trampolines from the C driver into a Python kernel. An exception
-    is kept and reported as NSP_ERR_BACKEND (never unwinds through C)."""
+    """ctypes trampolines from the C driver into a Python kernel, on the
+    memory of the world (host or device views of the driver's buffers). An
+    exception is kept and reported as NSP_ERR_BACKEND (never unwinds
+    through C)."""
 
-    def __init__(self, kernel):
-        self.kernel = kernel
+    def __init__(self, kernel, mem):
+        self.kernel, self.mem = kernel, mem
         self.error = None
         self.fwd = _lib.ATTN_FWD(self._fwd)
         self.bwd = _lib.ATTN_BWD(self._bwd)
@@ -191,15 +82,24 @@ class _Callbacks:
         p = b.params
         return b, cu_q, cu_k, p.q_heads, p.kv_heads, p.head_dim, _TORCH_DTYPE[b.dtype]
 
+    def _views(self, dt, shapes, ptrs):
+        return [self.mem.view(p, s, dt) for p, s in zip(ptrs, shapes)]
+
+    def _lse(self, ptr, rows, heads):
+        return self.mem.view(ctypes.cast(ptr, ctypes.c_void_p).value, (rows, heads),
+                             torch.float32)
+
     def _fwd(self, ctx, bp, q, k, v, o, lse):
         try:
             b, cu_q, cu_k, hq, hkv, D, dt = self._batch(bp)
             Tq, Tk = cu_q[-1], cu_k[-1]
-            oq, olse = self.kernel.fwd(_view(q, Tq, hq, D, dt), _view(k, Tk, hkv, D, dt),
-                                       _view(v, Tk, hkv, D, dt), cu_q, cu_k,
-                                       bool(b.params.causal), float(b.params.scale))
-            _view(o, Tq, hq, D, dt).copy_(oq)
-            _lse_view(lse, Tq, hq).copy_(olse)
+            with self.mem.kernel_stream(b.stream):
+                qv, kv, vv, ov = self._views(dt, [(Tq, hq, D), (Tk, hkv, D), (Tk, hkv, D),
+                                                  (Tq, hq, D)], [q, k, v, o])
+                oq, olse = self.kernel.fwd(qv, kv, vv, cu_q, cu_k, bool(b.params.causal),
+                                           float(b.params.scale))
+                ov.copy_(oq)
+                self._lse(lse, Tq, hq).copy_(olse)
             return 0
         except Exception as e:  # noqa: BLE001
             self.error = e
@@ -209,13 +109,15 @@ class _Callbacks:
         try:
             b, cu_q, cu_k, hq, hkv, D, dt = self._batch(bp)
             Tq, Tk = cu_q[-1], cu_k[-1]
-            g = self.kernel.bwd(_view(q, Tq, hq, D, dt), _view(k, Tk, hkv, D, dt),
-                                _view(v, Tk, hkv, D, dt), _view(o, Tq, hq, D, dt),
-                                _lse_view(lse, Tq, hq), _view(do, Tq, hq, D, dt), cu_q, cu_k,
-                                bool(b.params.causal), float(b.params.scale))
-            _view(dq, Tq, hq, D, dt).copy_(g[0])
-            _view(dk, Tk, hkv, D, dt).copy_(g[1])
-            _view(dv, Tk, hkv, D, dt).copy_(g[2])
+            sq, skv = (Tq, hq, D), (Tk, hkv, D)
+            with self.mem.kernel_stream(b.stream):
+                qv, kv, vv, ov, dov, dqv, dkv, dvv = self._views(
+                    dt, [sq, skv, skv, sq, sq, sq, skv, skv], [q, k, v, o, do, dq, dk, dv])
+                g = self.kernel.bwd(qv, kv, vv, ov, self._lse(lse, Tq, hq), dov, cu_q, cu_k,
+                                    bool(b.params.causal), float(b.params.scale))
+                dqv.copy_(g[0])
+                dkv.copy_(g[1])
+                dvv.copy_(g[2])
             return 0
         except Exception as e:  # noqa: BLE001
             self.error = e
@@ -243,11 +145,13 @@ class NestedAttention:
     Serves every layer of the round; each forward/backward is collective over
     the tree's world (every rank calls them in the same order).
 
-    kernel: an object with fwd/bwd as SdpaKernel documents (default
-    SdpaKernel()); scale None: 1/sqrt(head_dim); serial: levels one after
-    another (to measure pipelining); max_slices: kernel calls per Ulysses
-    level (comm progresses between them); check: agree on inputs before each
-    call (a bad input on one rank raises on every rank)."""
+    kernel: an object with fwd/bwd as nspcomm.kernels documents (default
+    kernels.default_kernel for the world's memory: SdpaKernel on CPU,
+    FlashAttnKernel on CUDA when flash_attn is installed, else SdpaKernel);
+    scale None: 1/sqrt(head_dim); serial: levels one after another (to
+    measure pipelining); max_slices: kernel calls per Ulysses level (comm
+    progresses between them); check: agree on inputs before each call (a
+    bad input on one rank raises on every rank)."""
 
     def __init__(self, tree, layout, q_heads, kv_heads, head_dim, scale=None, causal=True,
                  kernel=None, serial=False, max_slices=None, check=True):
@@ -255,12 +159,13 @@ class NestedAttention:
             raise ValueError("q_heads %d is not a multiple of kv_heads %d" % (q_heads, kv_heads))
         self.tree, self.layout = tree, layout
         self.comm = tree.comm
+        self.mem = memory_of(self.comm)
         self.q_heads, self.kv_heads, self.head_dim = int(q_heads), int(kv_heads), int(head_dim)
         self.scale = float(scale) if scale else head_dim ** -0.5
         self.causal, self.serial, self.check = bool(causal), bool(serial), bool(check)
         self.max_slices = max_slices
-        self.kernel = kernel if kernel is not None else SdpaKernel()
-        self._cb = _Callbacks(self.kernel)
+        self.kernel = kernel if kernel is not None else default_kernel(self.mem.device_type)
+        self._cb = _Callbacks(self.kernel, self.mem)
         self._attn = {}            # C dtype -> nsp_nested_attn_t
         self.last_fwd_stats = None
         self.last_bwd_stats = None
@@ -280,15 +185,16 @@ class NestedAttention:
         # too (NSP_ATTN_FIELD_BYTES): [T_local, heads, D] of the call's dtype;
         # lse and delta [T_local, q_heads] float32.
         T, D = self.layout.local_tokens, self.head_dim
-        es = 4 if cdtype == _FP32 else 2
+        es = _TORCH_DTYPE[cdtype].itemsize
         qb, kb, lb = T * self.q_heads * D * es, T * self.kv_heads * D * es, T * self.q_heads * 4
-        p.attn.field_mask = 1  # NSP_ATTN_FIELD_BYTES
+        p.attn.field_mask = C.NSP_ATTN_FIELD_BYTES
         p.attn.bytes = _lib.AttnBytes(qb, kb, kb, qb, lb, qb, qb, kb, kb, lb)
-        p.field_mask = _F_KERNEL | _F_DTYPE | _F_SERIAL | _F_CHECK
+        p.field_mask = (C.NSP_NESTED_ATTN_FIELD_KERNEL | C.NSP_NESTED_ATTN_FIELD_DTYPE |
+                        C.NSP_NESTED_ATTN_FIELD_SERIAL | C.NSP_NESTED_ATTN_FIELD_CHECK)
         p.kernel = _lib.AttnKernel(self._cb.fwd, self._cb.bwd, None)
         p.dtype, p.serial, p.check = cdtype, int(self.serial), 1
         if self.max_slices:
-            p.field_mask |= _F_SLICES
+            p.field_mask |= C.NSP_NESTED_ATTN_FIELD_SLICES
             p.max_slices = int(self.max_slices)
         h = ctypes.c_void_p()
         check(_lib.lib().nsp_nested_attn_create(self.tree.handle, self.layout.handle,
@@ -306,30 +212,32 @@ class NestedAttention:
 
     # -- checks ---------------------------------------------------------------
 
+    def _tensor_problem(self, t, name, heads):
+        """(exception class, message) for one input this rank cannot pass, or None."""
+        if not isinstance(t, torch.Tensor):
+            return TypeError, "%s is %s, not a tensor" % (name, type(t).__name__)
+        bad = self.mem.check(t, name)
+        if bad:
+            return bad
+        if t.dtype not in _CDTYPE:
+            return TypeError, "%s has dtype %s: need float32, bfloat16 or float16" % (name,
+                                                                                     t.dtype)
+        want = (self.layout.local_tokens, heads, self.head_dim)
+        if tuple(t.shape) != want:
+            return ValueError, ("%s has shape %s but this rank's layout (round %d) needs %s "
+                                "[T_local, heads, head_dim]" % (name, tuple(t.shape),
+                                                                self.layout.round, want))
+        if not t.is_contiguous():
+            return ValueError, "%s is not contiguous: call .contiguous() first" % name
+        return None
+
     def _local_problem(self, tensors, names, heads):
-        T = self.layout.local_tokens
-        dtypes = {t.dtype for t in tensors if isinstance(t, torch.Tensor)}
         for t, name, h in zip(tensors, names, heads):
-            if not isinstance(t, torch.Tensor):
-                return TypeError, "%s is %s, not a tensor" % (name, type(t).__name__)
-            if t.device.type == "cuda":
-                return NotImplementedError, (
-                    "%s is a CUDA tensor: nspcomm's device path (the NCCL backend on the "
-                    "current stream) is not available yet; pass CPU tensors" % name)
-            if t.device.type != "cpu":
-                return ValueError, "%s is on %s: only CPU tensors are supported" % (name,
-                                                                                  t.device)
-            if t.dtype not in (torch.float32, torch.bfloat16):
-                return TypeError, "%s has dtype %s: need float32 or bfloat16" % (name, t.dtype)
-            want = (T, h) if name == "lse" else (T, h, self.head_dim)
-            if tuple(t.shape) != want:
-                return ValueError, ("%s has shape %s but this rank's layout (round %d) needs "
-                                    "%s [T_local, heads%s]" % (
-                                        name, tuple(t.shape), self.layout.round, want,
-                                        "" if name == "lse" else ", head_dim"))
-            if not t.is_contiguous():
-                return ValueError, "%s is not contiguous: call .contiguous() first" % name
-        if len(dtypes) > 1 and "lse" not in names:
+            bad = self._tensor_problem(t, name, h)
+            if bad:
+                return bad
+        dtypes = {t.dtype for t in tensors}
+        if len(dtypes) > 1:
             return TypeError, "q, k, v (and dout) must share one dtype, got %s" % sorted(
                 str(d) for d in dtypes)
         return None, ""
@@ -362,6 +270,20 @@ class NestedAttention:
                                % (what, err)) from err
         check(status, what)
 
+    def _ptr(self, t):
+        """The address of a contiguous tensor; an empty one gets a valid dummy
+        address of the world's memory (the library refuses NULL buffers even
+        where nothing is read)."""
+        return t.data_ptr() if t.numel() else self.mem.dummy_ptr()
+
+    def _on_stream(self, h):
+        """Device memory: the library's next call runs on torch's current stream."""
+        stream = self.mem.stream()
+        if stream is not None:
+            check(_lib.lib().nsp_nested_attn_set_stream(h, ctypes.c_void_p(stream)),
+                  "nsp_nested_attn_set_stream")
+        return h
+
     # -- calls ----------------------------------------------------------------
 
     def forward(self, q, k, v, keep=False):
@@ -370,14 +292,14 @@ class NestedAttention:
         for backward()), else None. Collective."""
         self._agree(self._local_problem([q, k, v], ["q", "k", "v"],
                                         [self.q_heads, self.kv_heads, self.kv_heads]))
-        cd = _FP32 if q.dtype == torch.float32 else _BF16   # the wire dtype is q's
+        cd = _CDTYPE[q.dtype]   # the wire dtype is q's
         o = torch.empty_like(q)
-        lse = torch.empty((q.shape[0], self.q_heads), dtype=torch.float32)
+        lse = q.new_empty((q.shape[0], self.q_heads), dtype=torch.float32)
         st = _lib.NestedAttnStats()
         saved = ctypes.c_void_p()
-        ptr = _ptr
-        status = _lib.lib().nsp_nested_attn_fwd(self._c_attn(cd), ptr(q), ptr(k), ptr(v),
-                                                ptr(o), ptr(lse),
+        ptr = self._ptr
+        h = self._on_stream(self._c_attn(cd))
+        status = _lib.lib().nsp_nested_attn_fwd(h, ptr(q), ptr(k), ptr(v), ptr(o), ptr(lse),
                                                 ctypes.byref(saved) if keep else None,
                                                 ctypes.byref(st))
         if status != 0:
@@ -393,17 +315,17 @@ class NestedAttention:
         self._agree(self._local_problem(
             [dout, q, k, v, o], ["dout", "q", "k", "v", "o"],
             [self.q_heads, self.q_heads, self.kv_heads, self.kv_heads, self.q_heads]))
-        cd = _FP32 if q.dtype == torch.float32 else _BF16
+        cd = _CDTYPE[q.dtype]
         sp = saved.take(self, cd) if saved is not None else None
         lse = lse.contiguous()
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         st = _lib.NestedAttnStats()
-        ptr = _ptr
+        ptr = self._ptr
         try:
+            h = self._on_stream(self._c_attn(cd))
             ins = (None,) * 5 if sp else (ptr(q), ptr(k), ptr(v), ptr(o), ptr(lse))
-            status = _lib.lib().nsp_nested_attn_bwd(self._c_attn(cd), sp, *ins, ptr(dout),
-                                                    ptr(dq), ptr(dk), ptr(dv),
-                                                    ctypes.byref(st))
+            status = _lib.lib().nsp_nested_attn_bwd(h, sp, *ins, ptr(dout), ptr(dq), ptr(dk),
+                                                    ptr(dv), ctypes.byref(st))
         finally:
             if sp:
                 _lib.lib().nsp_nested_attn_saved_free(sp)
@@ -435,19 +357,24 @@ class _SavedState:
             _lib.lib().nsp_nested_attn_saved_free(p)
 
 
-# Saved states between the forward op and its autograd context, by key: the
-# op's third output (an int64 scalar) names one; setup_context takes it into
-# ctx, and a key tensor collected before that (no autograd) drops it.
+# Saved states between the forward op and its backward, by the storage of
+# the forward op's key output (a one-element int64 tensor: 1 when a state
+# was kept, 0 when not). Its storage is what autograd saves and hands the
+# backward, eagerly and in a compiled graph alike (a tensor object may be
+# a new one there, a detached alias, but the storage is the same); when it
+# dies without a backward (graph dropped, checkpoint discarding the first
+# forward's saved tensors) the state is freed with it.
 _saved_states = {}
-_saved_keys = itertools.count(1)
 
 
-def _keep_saved(state):
-    key = next(_saved_keys)
-    with _lock:
-        _saved_states[key] = state
-    t = torch.tensor(key, dtype=torch.int64)
-    weakref.finalize(t, _drop_saved, key)
+def _key_tensor(state):
+    t = torch.full((1,), 0 if state is None else 1, dtype=torch.int64)
+    if state is not None:
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        with _lock:
+            _saved_states[key] = state
+        weakref.finalize(storage, _drop_saved, key)
     return t
 
 
@@ -456,13 +383,11 @@ def _drop_saved(key):
         return _saved_states.pop(key, None)
 
 
-_EMPTY = torch.zeros(16)  # a valid address for tensors without elements
-
-
-def _ptr(t):
-    """The address of a contiguous tensor; an empty one gets a valid dummy
-    address (the library refuses NULL buffers even where nothing is read)."""
-    return t.data_ptr() if t.numel() else _EMPTY.data_ptr()
+def _take_saved(key_tensor):
+    """The saved state the key names (removed from the table), or None."""
+    if int(key_tensor.reshape(-1)[0]) == 0:
+        return None
+    return _drop_saved(key_tensor.untyped_storage().data_ptr())
 
 
 def _get(handle):
@@ -475,33 +400,31 @@ def _get(handle):
 # ---- the custom ops -----------------------------------------------------------
 
 @torch.library.custom_op("nspcomm::nested_attention_fwd", mutates_args=())
-def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-            handle: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(o, lse, key): key (int64 scalar) names the saved state of this
-    forward, which its autograd context takes (_setup_context)."""
-    # autograd records this call only if an input requires grad (inside the
-    # op grad mode reads off either way); otherwise keep nothing
-    keep = q.requires_grad or k.requires_grad or v.requires_grad
+def _fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, handle: int,
+            keep: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(o, lse, key): with keep, key (int64 [1], value 1) names the saved
+    state of this forward by its storage; without, key is [0]."""
     o, lse, saved = _get(handle).forward(q, k, v, keep=keep)
-    return o, lse, (_keep_saved(saved) if keep else torch.tensor(0, dtype=torch.int64))
+    return o, lse, _key_tensor(saved)
 
 
 @_fwd_op.register_fake
-def _fwd_fake(q, k, v, handle):
+def _fwd_fake(q, k, v, handle, keep):
     if q.dim() != 3 or k.dim() != 3 or k.shape != v.shape or q.shape[0] != k.shape[0]:
         raise ValueError("nspcomm.torch.nested_attention: q [T, n_q, D] and k, v [T, n_kv, D], "
                          "got %s, %s, %s" % (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
     return (torch.empty_like(q), q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32),
-            q.new_empty((), dtype=torch.int64))
+            torch.empty((1,), dtype=torch.int64))
 
 
 @torch.library.custom_op("nspcomm::nested_attention_bwd", mutates_args=())
 def _bwd_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             o: torch.Tensor, lse: torch.Tensor, key: torch.Tensor,
             handle: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """key: the forward's saved state (taken: consumed by this backward), or
-    one already used (a retained graph's second backward: re-exchanged)."""
-    return _get(handle).backward(dout, q, k, v, o, lse, _drop_saved(int(key)))
+    """key: the forward's; its saved state is taken (consumed) here, or,
+    when there is none (kept nothing, or already used by a retained graph's
+    first backward), the inputs are exchanged again."""
+    return _get(handle).backward(dout, q, k, v, o, lse, _take_saved(key))
 
 
 @_bwd_op.register_fake
@@ -510,7 +433,7 @@ def _bwd_fake(dout, q, k, v, o, lse, key, handle):
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, handle = inputs
+    q, k, v, handle, _keep = inputs
     o, lse, key = output
     # q, k, v, o, lse too: a second backward (retain_graph) has no saved state
     ctx.save_for_backward(q, k, v, o, lse, key)
@@ -522,7 +445,7 @@ def _backward(ctx, do, dlse, dkey):
     if do is None:
         do = torch.zeros_like(o)
     dq, dk, dv = _bwd_op(do.contiguous(), q, k, v, o, lse, key, ctx.handle)
-    return dq, dk, dv, None
+    return dq, dk, dv, None, None
 
 
 _fwd_op.register_autograd(_backward, setup_context=_setup_context)
@@ -531,6 +454,9 @@ _fwd_op.register_autograd(_backward, setup_context=_setup_context)
 def nested_attention(q, k, v, attn, return_lse=False):
     """Nested SP attention of this rank's rows: o [T_local, n_q, D] (and lse
     [T_local, n_q] float32 with return_lse; lse is not differentiated).
-    Collective over attn's world, forward and backward."""
-    o, lse, _ = _fwd_op(q, k, v, attn.id)
+    Collective over attn's world, forward and backward. The forward keeps
+    the library's saved state only when a backward can follow (grad mode on
+    and an input requiring grad)."""
+    keep = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    o, lse, _ = _fwd_op(q, k, v, attn.id, keep)
     return (o, lse) if return_lse else o

@@ -1,10 +1,14 @@
 #!/bin/sh
-# The Python package and its torch op (python/, tests/python/test_nspcomm.py):
-# runs the pytest suite with the checkout's .venv (scripts/setup-python.sh)
-# or $NSP_PYTHON, and reports one TAP line per pytest test. Skips with a
-# reason only when torch/pytest are not installed (NSP_REQUIRE_TORCH=1, as
-# in CI, turns that into a failure) or when the library is an ASan build
-# (it cannot be loaded into a Python that is not ASan-preloaded).
+# The Python package and its torch op (python/; tests/python/test_nspcomm.py:
+# the package and the op against a float64 reference; test_op.py: the op's
+# contract (opcheck, torch.compile, checkpoint) and its device path on a
+# CUDA stand-in; test_abi.py: the struct mirrors and constants against the
+# header, through a probe compiled with $CC or cc): runs the pytest suite
+# with the checkout's .venv (scripts/setup-python.sh) or $NSP_PYTHON, and
+# reports one TAP line per pytest test. Skips with a reason only when
+# torch/pytest are not installed (NSP_REQUIRE_TORCH=1, as in CI, turns that
+# into a failure) or when the library is an ASan build (it cannot be loaded
+# into a Python that is not ASan-preloaded).
 . "${NSP_TOP_SRCDIR:-.}/tests/tap.sh" # top_srcdir, top_builddir, n, fail, check
 need="torch pytest"
 . "$top_srcdir/tests/python/torch_env.sh" # py; skips without torch
@@ -12,9 +16,10 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/nsp_py_test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 NSPCOMM_BUILD_DIR="$top_builddir" PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}" \
     "$py" -m pytest -q -p no:cacheprovider -s --junitxml="$tmp/junit.xml" \
-    "$top_srcdir/tests/python/test_nspcomm.py" >"$tmp/log" 2>&1
+    "$top_srcdir/tests/python/test_abi.py" "$top_srcdir/tests/python/test_nspcomm.py" \
+    "$top_srcdir/tests/python/test_op.py" >"$tmp/log" 2>&1
 rc=$?
-sed 's/^/# /' "$tmp/log" | grep -E "^# (worst|killed|[0-9]+ ranks:|=+ .*(passed|failed))" || true
+sed 's/^/# /' "$tmp/log" | grep -E "^# (worst|fake CUDA|killed|[0-9]+ ranks:|=+ .*(passed|failed))" || true
 "$py" - "$tmp/junit.xml" "$rc" <<'PY'
 import sys, xml.etree.ElementTree as ET
 try:

@@ -1,7 +1,9 @@
-"""One rank of a multi-process test (started by mp.run): workers.py CASE OUT ARGS.
+"""One rank of a multi-process test (started by mp.run): workers.py OUT ARGS.
 
 Each case writes its JSON result to OUT; an exception is written as
-{"raised": class name, "message": text, "elapsed": s}."""
+{"raised": class name, "message": text, "elapsed": s}. The cases of the
+op's contract (opcheck, torch.compile, checkpoint) are in cases_op.py, those
+of the device path on a CUDA stand-in in cases_device.py."""
 
 import json
 import os
@@ -116,34 +118,6 @@ def case_bad(comm, args):
     return results
 
 
-class _FakeCuda(torch.Tensor):
-    """A CPU tensor that says it is on a CUDA device (no GPU here)."""
-
-    @property
-    def device(self):
-        return torch.device("cuda", 0)
-
-
-def case_cuda(comm, args):
-    """CUDA tensors raise NotImplementedError (device path not there yet) on every rank."""
-    plan = load_plan(args)
-    lay = nspcomm.Layout(plan, 0, comm.rank)
-    tree = comm.tree()
-    a = nt.NestedAttention(tree, lay, args["nq"], args["nkv"], args["D"])
-    T = lay.local_tokens
-    q = torch.randn(T, args["nq"], args["D"])
-    k = torch.randn(T, args["nkv"], args["D"])
-    if comm.rank == 0:
-        q = q.as_subclass(_FakeCuda)
-    try:
-        a.forward(q, k, k)
-        return {"raised": None}
-    except Exception as e:  # noqa: BLE001
-        return {"raised": type(e).__name__, "message": str(e)}
-    finally:
-        tree.destroy()
-
-
 def case_kill(comm, args):
     """Rank `victim` exits before the forward; the others must raise."""
     plan = load_plan(args)
@@ -193,10 +167,24 @@ def case_determinism(comm, args):
     return out
 
 
+def find_case(case):
+    """case_<case> of this file or of the case modules (cases_op.py,
+    cases_device.py), imported on first use (torch.compile is slow to load)."""
+    fn = globals().get("case_" + case)
+    if fn is not None:
+        return fn
+    import importlib
+    for mod in ("cases_op", "cases_device"):
+        fn = getattr(importlib.import_module(mod), "case_" + case, None)
+        if fn is not None:
+            return fn
+    raise KeyError("no test case %r" % case)
+
+
 def run_case(comm, case, args):
     t0 = time.time()
     try:
-        return globals()["case_" + case](comm, args)
+        return find_case(case)(comm, args)
     except Exception as e:  # noqa: BLE001
         return {"raised": type(e).__name__, "message": str(e)[:2000],
                 "trace": traceback.format_exc()[-3000:], "elapsed": time.time() - t0}
