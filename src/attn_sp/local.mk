@@ -1,19 +1,32 @@
-# src/attn_sp (see docs/design.md §3): layouts, host pack/unpack and the nested
-# variable-length all-to-all. The attention files are in attention.mk.
+# src/attn_sp (see docs/design.md §3): layouts, host pack/unpack, the nested
+# variable-length all-to-all (one engine-neutral handle, the host engine
+# with its mapped sources, the device engine) and the registry of memory
+# types. The attention files are in attention.mk, the CUDA ones in
+# src/transport/nccl.mk.
 if NSP_COMM
 libnspcomm_la_SOURCES += \
 	src/attn_sp/layout.c \
 	src/attn_sp/pack.c \
-	src/attn_sp/nested_a2a.c \
+	src/attn_sp/pack_host_ops.c \
 	src/attn_sp/a2a_bytes.c \
-	src/attn_sp/nested_a2a_api.c
+	src/attn_sp/nested_a2a_common.c \
+	src/attn_sp/nested_a2a_handle.c \
+	src/attn_sp/nested_a2a_host.c \
+	src/attn_sp/nested_a2a_mapped.c \
+	src/attn_sp/nested_a2a_device.c \
+	src/attn_sp/nested_a2a_api.c \
+	src/attn_sp/memtype.c \
+	src/attn_sp/memtype_host.c
 noinst_HEADERS += \
 	src/attn_sp/a2a_bytes.h \
 	src/attn_sp/layout.h \
 	src/attn_sp/pack.h \
+	src/attn_sp/pack_ops.h \
+	src/attn_sp/memtype.h \
 	src/attn_sp/nested_a2a.h \
 	src/attn_sp/nested_a2a_common.h \
-	src/attn_sp/nested_a2a_engine.h
+	src/attn_sp/nested_a2a_engine.h \
+	src/attn_sp/nested_a2a_mapped.h
 
 # Tests of the nested all-to-all (tests/a2a/): pure ones in one process.
 check_LTLIBRARIES += tests/a2a/liba2aref.la
@@ -35,6 +48,11 @@ check_PROGRAMS += tests/a2a/test_a2a_bytes
 TESTS += tests/a2a/test_a2a_bytes
 tests_a2a_test_a2a_bytes_SOURCES = tests/a2a/test_a2a_bytes.c
 tests_a2a_test_a2a_bytes_LDADD = $(A2A_TEST_LIBS)
+# Every entry of every ops table set (memory types, engines, transports).
+check_PROGRAMS += tests/a2a/test_tables
+TESTS += tests/a2a/test_tables
+tests_a2a_test_tables_SOURCES = tests/a2a/test_tables.c
+tests_a2a_test_tables_LDADD = $(A2A_TEST_LIBS)
 endif
 
 # Multi-rank tests: real processes over UCX on loopback (tests/mp.h).
@@ -48,6 +66,13 @@ check_PROGRAMS += tests/a2a/test_a2a_mapped
 TESTS += tests/a2a/test_a2a_mapped
 tests_a2a_test_a2a_mapped_SOURCES = tests/a2a/test_a2a_mapped.c
 tests_a2a_test_a2a_mapped_LDADD = $(A2A_TEST_LIBS)
+# The device engine (the CUDA memory type's) on a test device over UCX:
+# derived once, data, gating, refusals.
+check_PROGRAMS += tests/a2a/test_a2a_device
+TESTS += tests/a2a/test_a2a_device
+tests_a2a_test_a2a_device_SOURCES = tests/a2a/test_a2a_device.c tests/a2a/sync_device.c \
+	tests/a2a/sync_device.h
+tests_a2a_test_a2a_device_LDADD = $(A2A_TEST_LIBS)
 # Persistent handles, two worlds in one process, two threads with a world each.
 check_PROGRAMS += tests/a2a/test_a2a_worlds
 TESTS += tests/a2a/test_a2a_worlds
