@@ -9,8 +9,8 @@
  *     those tables is walked entry by entry through its X-macro list (the
  *     lists are checked against the structs at compile time:
  *     common/table.h), the two engines too;
- *   - the transport backends of the build (nsp_tp_find: ucx, and nccl in a
- *     --with-nccl build), entry by entry;
+ *   - the transport backends of the build (nsp_tp_count / nsp_tp_at: ucx,
+ *     and nccl in a --with-nccl build), entry by entry;
  *   - the registry answers: a name it does not know is NSP_ERR_NOT_FOUND, a
  *     known one this build lacks NSP_ERR_UNSUPPORTED saying how to build it;
  *   - host memory's device operations refuse with a message, not a crash.
@@ -110,21 +110,21 @@ _Static_assert(sizeof(nsp_tp_ops_t) == offsetof(nsp_tp_ops_t, world_create) +
 
 static void walk_transports(void)
 {
-    static const char *const names[] = {"ucx", "nccl"};
+    const nsp_tp_ops_t *found = NULL;
 
-    for (int i = 0; i < 2; ++i) {
-        const nsp_tp_ops_t *ops = NULL;
-        nsp_status_t        st  = nsp_tp_find(names[i], &ops);
-        if (st == NSP_ERR_UNSUPPORTED) {
-            tap_ok(ops == NULL, "transport %s: not built into this library (%s)", names[i],
-                   nsp_last_error());
-            continue;
-        }
-        if (!tap_is_int(st, NSP_OK, "transport %s is built", names[i])) {
-            continue;
-        }
+    tap_ok(nsp_tp_count() >= 1 && nsp_tp_at(0) == &nsp_tp_ucx_ops && nsp_tp_at(-1) == NULL &&
+               nsp_tp_at(nsp_tp_count()) == NULL,
+           "%d transport(s) built, ucx first", nsp_tp_count());
+    for (int i = 0; i < nsp_tp_count(); ++i) {
+        const nsp_tp_ops_t *ops = nsp_tp_at(i);
+        tap_ok(ops->name != NULL && nsp_tp_find(ops->name, &found) == NSP_OK && found == ops,
+               "transport %s: named, and found by its name", ops->name);
         TP_ENTRIES(TP_CHECK)
     }
+#ifndef NSP_HAVE_NCCL
+    tap_is_int(nsp_tp_find("nccl", &found), NSP_ERR_UNSUPPORTED,
+               "a build without NCCL: nccl is known but not built: %s", nsp_last_error());
+#endif
 }
 
 /* Host memory has no device streams: every device operation says so. */
