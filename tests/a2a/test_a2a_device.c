@@ -37,37 +37,7 @@ enum { CASE_NESTED = 0, CASE_SPARSE_TREE = 1, CASE_DISJOINT = 2 };
 
 #define STARTS 3
 
-/* One tensor: its buffers and the reference. */
-typedef struct tensor {
-    int     heads, D, f32;
-    size_t  elem, row;
-    void   *seq, *head, *back, *ref;
-    int64_t T, rows;
-} tensor_t;
-
-static void tensor_free(tensor_t *t)
-{
-    free(t->seq);
-    free(t->head);
-    free(t->back);
-    free(t->ref);
-    memset(t, 0, sizeof(*t));
-}
-
-static int tensor_init(tensor_t *t, const nsp_plan_t *plan, int round, int rank, int heads,
-                       int D, size_t elem, int f32)
-{
-    memset(t, 0, sizeof(*t));
-    t->heads = heads, t->D = D, t->elem = elem, t->f32 = f32;
-    t->row   = (size_t)D * elem;
-    if (a2a_ref_seq_sharded(plan, round, rank, heads, D, elem, f32, &t->seq, &t->T) ||
-        a2a_ref_head_sharded(plan, round, rank, heads, D, elem, f32, &t->ref, &t->rows)) {
-        return -1;
-    }
-    t->head = malloc((size_t)t->rows * t->row + 1);
-    t->back = malloc((size_t)t->T * (size_t)heads * t->row + 1);
-    return t->head == NULL || t->back == NULL ? -1 : 0;
-}
+typedef a2a_tensor_t tensor_t;
 
 static void params(nsp_a2a_params_t *p, const tensor_t *t, nsp_a2a_dir_t dir, int serial,
                    nsp_a2a_replicas_t replicas)
@@ -76,7 +46,7 @@ static void params(nsp_a2a_params_t *p, const tensor_t *t, nsp_a2a_dir_t dir, in
     p->field_mask = NSP_A2A_FIELD_SERIAL | NSP_A2A_FIELD_REPLICAS;
     p->direction  = dir;
     p->heads      = t->heads;
-    p->head_dim   = t->D;
+    p->head_dim   = t->head_dim;
     p->elem_size  = t->elem;
     p->serial     = serial;
     p->replicas   = replicas;
@@ -119,7 +89,7 @@ static int run_start(rank_ctx_t *c, nsp_a2a_t *h, const nsp_layout_t *lay, int n
         if (memcmp((char *)t->head + (size_t)hs.row_offset * t->row,
                    (char *)t->ref + (size_t)hs.row_offset * t->row, (size_t)hs.rows * t->row)) {
             FAIL("level %d (H=%d, D=%d, elem %zu, replicas %d): head-sharded block differs "
-                 "from the reference", l, t->heads, t->D, t->elem, hs.replicas);
+                 "from the reference", l, t->heads, t->head_dim, t->elem, hs.replicas);
         }
         c->checks++;
     }
@@ -211,7 +181,7 @@ static int replica_sum(rank_ctx_t *c, const nsp_plan_t *plan, int round,
     nsp_a2a_t       *h[2] = {NULL, NULL};
     int              rc = 1;
 
-    if (tensor_init(&t, plan, round, c->rank, heads, D, 4, 1) != 0) {
+    if (a2a_tensor_init(&t, plan, round, c->rank, heads, D, 4, 1) != 0) {
         FAIL("no memory");
     }
     params(&p, &t, NSP_A2A_SEQ_TO_HEAD, serial, 0);
@@ -235,7 +205,7 @@ static int replica_sum(rank_ctx_t *c, const nsp_plan_t *plan, int round,
 out:
     nsp_a2a_destroy(h[0]);
     nsp_a2a_destroy(h[1]);
-    tensor_free(&t);
+    a2a_tensor_free(&t);
     return rc;
 }
 
@@ -338,7 +308,7 @@ static int run_round(rank_ctx_t *c, const nsp_plan_t *plan, int round, uint64_t 
         nsp_layout_query(lay, &info) != NSP_OK || info.nlevels > 64) {
         FAIL("round %d: layout: %s", round, nsp_last_error());
     }
-    if (tensor_init(&t, plan, round, c->rank, hq, D, elem, 0) != 0) {
+    if (a2a_tensor_init(&t, plan, round, c->rank, hq, D, elem, 0) != 0) {
         FAIL("round %d: no memory for the reference", round);
     }
     if (persistent(c, lay, info.nlevels, &t, serial) ||
@@ -349,26 +319,9 @@ static int run_round(rank_ctx_t *c, const nsp_plan_t *plan, int round, uint64_t 
     }
     rc = 0;
 out:
-    tensor_free(&t);
+    a2a_tensor_free(&t);
     nsp_layout_free(lay);
     return rc;
-}
-
-static nsp_plan_t *case_plan(const mp_case_t *mc, int p, int nranks, a2a_plan_opts_t *o,
-                             uint64_t *rng)
-{
-    memset(o, 0, sizeof(*o));
-    *rng = mc->seed + 7919u * (uint64_t)p;
-    o->nranks         = nranks;
-    o->nrounds        = 1 + (int)(a2a_rand(rng) % 2);
-    o->seqs_per_round = 1 + (int)(a2a_rand(rng) % 10);
-    o->max_len        = 2 + (int64_t)(a2a_rand(rng) % 6000);
-    o->messy          = p % 2;
-    if (mc->kind == CASE_DISJOINT) {
-        return a2a_random_disjoint_plan(rng, o);
-    }
-    a2a_random_degrees(rng, nranks, o);
-    return a2a_random_plan(rng, o);
 }
 
 static int rank_main(int rank, int nranks, void *arg)
@@ -386,7 +339,8 @@ static int rank_main(int rank, int nranks, void *arg)
     for (int p = 0; p < mc->nplans; ++p) {
         a2a_plan_opts_t o;
         uint64_t        rng;
-        nsp_plan_t     *plan = case_plan(mc, p, nranks, &o, &rng);
+        nsp_plan_t     *plan = a2a_case_plan(mc->seed, p, nranks, mc->kind == CASE_DISJOINT,
+                                             &o, &rng);
         if (plan == NULL) {
             FAIL("plan %d: no memory", p);
         }
