@@ -5,7 +5,7 @@
                                 [-- nsp_a2a_perf options]
 
 Runs BASE_BUILD/perf/nsp_a2a_perf and NEW_BUILD/perf/nsp_a2a_perf in turn
-(base, new, base, new, ...) REPEATS times each with the same options
+(base new, new base, base new, ...) REPEATS times each with the same options
 (default: --ranks 4 -b 1M -e 16M -n 10 -w 2 and every method that needs no
 MPI launcher), and prints per method and size the median time of each build,
 the median and the spread (min..max) of the per-pair ratios new/base, and
@@ -88,14 +88,18 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json")
-    ap.add_argument("perf_args", nargs="*")
-    a = ap.parse_args()
-    args = a.perf_args or DEFAULT_ARGS
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    a = ap.parse_args(argv[:cut])
+    args = argv[cut + 1:] or DEFAULT_ARGS
     print(f"# nsp_a2a_perf {' '.join(args)}; {a.repeats} interleaved pairs; "
           f"{os.cpu_count()} cores; load {loadavg()}")
     runs = []
     for i in range(a.repeats):
-        for tag, build in (("base", a.base), ("new", a.new)):
+        order = (("base", a.base), ("new", a.new))
+        # alternate which goes first (base new, new base, ...) so a drifting
+        # load does not favour one build
+        for tag, build in (order if i % 2 == 0 else order[::-1]):
             r = run_one(build, args, tag)
             runs.append(r)
             print(f"# pair {i + 1} {tag}: exit {r['rc']}, wrong {r['wrong']}, load "
