@@ -26,7 +26,6 @@ libnspcomm_la_LIBADD += libnspattn.la
 # the nested all-to-all and the transport, so they live in libnspcomm.
 libnspcomm_la_SOURCES += \
 	src/attn_sp/nested_attn.c \
-	src/attn_sp/attn_mem_host.c \
 	src/attn_sp/ring_attn.c
 noinst_HEADERS += \
 	src/attn_sp/nested_attn.h \

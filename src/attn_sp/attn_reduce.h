@@ -18,6 +18,7 @@
 #define NSP_ATTN_SP_ATTN_REDUCE_H_
 
 #include "nspcomm.h"
+#include "common/table.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -63,5 +64,47 @@ nsp_status_t nsp_reduce_merge(nsp_attn_dtype_t dtype, int64_t rows, int head_dim
  */
 nsp_status_t nsp_reduce_sum_replicas(nsp_attn_dtype_t dtype, int nrep, size_t n,
                                      const void *src, size_t stride, void *dst);
+
+/*
+ * The reductions of one memory type (src/attn_sp/memtype.h), with a stream:
+ * what nested attention runs on the memory its world moves. Buffers are in
+ * that memory; work is enqueued on `stream` (a stream of the memory type's
+ * devops; host memory: done on return, stream NULL). dtype values are
+ * nsp_attn_dtype_t (= attn_reduce_map.h NSP_RD_*). Same results as the host
+ * functions above, bit for bit (tests/gpu/test_reduce_cuda.c).
+ *
+ *   host   the functions above and the host twins of attn_reduce_map.h
+ *          (attn_reduce_emul.c)
+ *   cuda   the kernels of attn_reduce_cuda.h (CUDA builds)
+ */
+typedef struct nsp_reduce_ops {
+    const char *name;
+    /** dst[i] = src[i] widened from `dtype` to float32 (exact), i < n; not
+     *  overlapping. Errors: NSP_ERR_INVALID_ARG, NSP_ERR_BACKEND. */
+    nsp_status_t (*to_f32)(nsp_attn_dtype_t dtype, size_t n, const void *src, float *dst,
+                           void *stream);
+    /** dst[i] = src[i] rounded from float32 to `dtype` (nearest even, one
+     *  rounding), i < n. Errors: as to_f32. */
+    nsp_status_t (*from_f32)(nsp_attn_dtype_t dtype, size_t n, const float *src, void *dst,
+                             void *stream);
+    /** dst[r, e] = sum_k src[k * rep_stride + r * src_stride + e], k < nrep
+     *  (float32 accumulation, one rounding; strides in elements). */
+    nsp_status_t (*sum_replicas)(nsp_attn_dtype_t dtype, int64_t rows, int64_t row_elems,
+                                 void *dst, int64_t dst_stride, const void *src,
+                                 int64_t src_stride, int nrep, int64_t rep_stride,
+                                 void *stream);
+    /** Merge the partial (o2 [rows, head_dim] of dtype, lse2) into the
+     *  float32 (o, lse), as nsp_reduce_merge(). */
+    nsp_status_t (*merge)(nsp_attn_dtype_t dtype, int64_t rows, int head_dim, float *o,
+                          float *lse, const void *o2, const float *lse2, void *stream);
+} nsp_reduce_ops_t;
+
+#define NSP_REDUCE_OPS_ENTRIES(X) X(to_f32) X(from_f32) X(sum_replicas) X(merge)
+NSP_TABLE_COMPLETE(nsp_reduce_ops_t, to_f32, NSP_REDUCE_OPS_ENTRIES);
+
+/** Host memory (attn_reduce_emul.c). */
+extern const nsp_reduce_ops_t nsp_reduce_ops_host;
+/** CUDA memory (attn_reduce_cuda.c; CUDA builds only). */
+extern const nsp_reduce_ops_t nsp_reduce_ops_cuda;
 
 #endif /* NSP_ATTN_SP_ATTN_REDUCE_H_ */

@@ -5,12 +5,13 @@
  * device memory of the current device. Enqueued on `stream` (a
  * cudaStream_t; NULL = the legacy default stream); nothing waits.
  *
- * What uses them: the conversion backs the device memory table's widening
- * of dK/dV to float32 and their one rounding back (attn_mem_cuda.c). The
+ * What uses them: the CUDA memory type's reduce ops (at the end of
+ * attn_reduce_cuda.c), whose conversions widen dK/dV to float32 and round
+ * them back once in nested attention. The
  * replica sum and the merge are not called by the driver yet: the float32
  * replica sum of dK/dV runs inside the CUDA all-to-all's unpack
  * (pack_cuda.h), and ring levels on device memory are refused
- * (attn_mem_cuda.c). tests/gpu/test_reduce_cuda and perf/gpu_check check
+ * (memtype_cuda.c). tests/gpu/test_reduce_cuda and perf/gpu_check check
  * them against the host twins on a GPU.
  */
 #ifndef NSP_ATTN_SP_ATTN_REDUCE_CUDA_H_

@@ -1,9 +1,11 @@
 /*
  * Host twins of the device reductions (attn_reduce_map.h): the argument
- * checks both sides share, and the units run in order on the CPU.
+ * checks both sides share, and the units run in order on the CPU; and the
+ * reduce ops of host memory (attn_reduce.h) over them.
  */
 #include "config.h"
 
+#include "attn_sp/attn_reduce.h"
 #include "attn_sp/attn_reduce_map.h"
 #include "common/log.h"
 
@@ -115,3 +117,55 @@ nsp_status_t nsp_rd_convert_host(int src_dtype, int dst_dtype, int64_t n, const 
     }
     return NSP_OK;
 }
+
+/* ---- the reduce ops of host memory (attn_reduce.h) ------------------------ */
+
+/* A stream on host memory is a caller's mistake the memory type's
+ * check_stream refuses first; say so again rather than ignore it. */
+static nsp_status_t host_no_stream(void *stream, const char *what)
+{
+    if (stream != NULL) {
+        return nsp_error(NSP_ERR_UNSUPPORTED, "%s on host memory: a stream was given; pass "
+                         "NULL", what);
+    }
+    return NSP_OK;
+}
+
+static nsp_status_t host_to_f32(nsp_attn_dtype_t dtype, size_t n, const void *src, float *dst,
+                                void *stream)
+{
+    NSP_CHECK(host_no_stream(stream, "conversion"));
+    return nsp_reduce_to_f32(dtype, n, src, dst);
+}
+
+static nsp_status_t host_from_f32(nsp_attn_dtype_t dtype, size_t n, const float *src, void *dst,
+                                  void *stream)
+{
+    NSP_CHECK(host_no_stream(stream, "conversion"));
+    return nsp_reduce_from_f32(dtype, n, src, dst);
+}
+
+static nsp_status_t host_sum_replicas(nsp_attn_dtype_t dtype, int64_t rows, int64_t row_elems,
+                                      void *dst, int64_t dst_stride, const void *src,
+                                      int64_t src_stride, int nrep, int64_t rep_stride,
+                                      void *stream)
+{
+    NSP_CHECK(host_no_stream(stream, "replica sum"));
+    return nsp_rd_sum_replicas_host((int)dtype, rows, row_elems, dst, dst_stride, src,
+                                    src_stride, nrep, rep_stride);
+}
+
+static nsp_status_t host_merge(nsp_attn_dtype_t dtype, int64_t rows, int head_dim, float *o,
+                               float *lse, const void *o2, const float *lse2, void *stream)
+{
+    NSP_CHECK(host_no_stream(stream, "partial merge"));
+    return nsp_reduce_merge(dtype, rows, head_dim, o, lse, o2, lse2);
+}
+
+const nsp_reduce_ops_t nsp_reduce_ops_host = {
+    .name         = "host",
+    .to_f32       = host_to_f32,
+    .from_f32     = host_from_f32,
+    .sum_replicas = host_sum_replicas,
+    .merge        = host_merge,
+};

@@ -10,8 +10,9 @@
 #include "common/log.h"
 
 
-/* NSP_ATTN_ISA_AUTO, or the variant a test forced. */
-static nsp_attn_isa_t forced_isa = NSP_ATTN_ISA_AUTO;
+/* NSP_ATTN_ISA_AUTO, or the variant a test forced: one setting of the
+ * process (threads with a world each read it), hence atomic. */
+static int forced_isa = NSP_ATTN_ISA_AUTO;
 
 static int cpu_has_avx2(void)
 {
@@ -31,14 +32,16 @@ nsp_status_t nsp_attn_tile_force_isa(nsp_attn_isa_t isa)
     if (isa != NSP_ATTN_ISA_AUTO && isa != NSP_ATTN_ISA_GENERIC && isa != NSP_ATTN_ISA_AVX2) {
         return nsp_error(NSP_ERR_INVALID_ARG, "attention: unknown kernel variant %d", (int)isa);
     }
-    forced_isa = isa;
+    __atomic_store_n(&forced_isa, (int)isa, __ATOMIC_RELAXED);
     return NSP_OK;
 }
 
 nsp_attn_isa_t nsp_attn_tile_isa(void)
 {
-    if (forced_isa != NSP_ATTN_ISA_AUTO) {
-        return forced_isa;
+    nsp_attn_isa_t isa = (nsp_attn_isa_t)__atomic_load_n(&forced_isa, __ATOMIC_RELAXED);
+
+    if (isa != NSP_ATTN_ISA_AUTO) {
+        return isa;
     }
     return cpu_has_avx2() ? NSP_ATTN_ISA_AVX2 : NSP_ATTN_ISA_GENERIC;
 }

@@ -41,11 +41,13 @@ int nsp_attn_geom_empty(const nsp_attn_geom_t *geom)
 /* Default limit of the transposed-K/V cache: 16 MiB per call. */
 #define TRANSPOSE_CACHE_DEFAULT ((int64_t)4 << 20)
 
+/* One setting of the process (threads with a world each read it), hence
+ * atomic. */
 static int64_t transpose_cache_floats = TRANSPOSE_CACHE_DEFAULT;
 
 int64_t nsp_attn_tile_transpose_cache(void)
 {
-    return transpose_cache_floats;
+    return __atomic_load_n(&transpose_cache_floats, __ATOMIC_RELAXED);
 }
 
 nsp_status_t nsp_attn_tile_set_transpose_cache(int64_t floats)
@@ -54,6 +56,6 @@ nsp_status_t nsp_attn_tile_set_transpose_cache(int64_t floats)
         return nsp_error(NSP_ERR_INVALID_ARG, "attention: transpose cache of %lld floats; "
                          "use 0 or more", (long long)floats);
     }
-    transpose_cache_floats = floats;
+    __atomic_store_n(&transpose_cache_floats, floats, __ATOMIC_RELAXED);
     return NSP_OK;
 }

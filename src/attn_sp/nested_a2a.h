@@ -2,22 +2,15 @@
  * The nested variable-length all-to-all (public API in include/nspcomm.h
  * section 7), internal helpers shared with the perf tool and the tests.
  *
- * The host engine (nested_a2a_engine.h): nsp_a2a_create() builds one level
- * entry per level of the layout (views, parts, scratch); each start arms
- * every entry, which embeds the public nsp_request_t of its level, with a
- * queue of steps in the level queues of src/streams:
- *
- *   level 0:      [copy]                               (no traffic)
- *   level l > 0:  [start] -> [exchange] -> [finish]
- *     start     s2h: pack my chunks per peer, post the group's alltoallv,
- *                    copy my own block directly;
- *               h2s: pack (or send in place), post, copy my own block
- *     exchange  test the transport request(s) until the data landed
- *     finish    unpack (unless received in place); release scratch
- *
- * Testing any level's request polls every level (ascending), so all levels
- * move; each completes on its own. When the caller has freed every level's
- * request the handle may start again (nsp_a2a_post: it is freed).
+ * One engine-neutral handle (nested_a2a_common.h, nested_a2a_handle.c)
+ * derives everything once at create and runs the engine of the world's
+ * memory type (memtype.h, nested_a2a_engine.h): the host engine
+ * (nested_a2a_host.c, mapped sources in nested_a2a_mapped.c) or the device
+ * engine (nested_a2a_device.c). Every start queues each level's steps in
+ * the level queues of src/streams; testing any level's request polls every
+ * level (ascending), so all levels move, and each completes on its own.
+ * When the caller has freed every level's request the handle may start
+ * again (nsp_a2a_post: it is freed).
  */
 #ifndef NSP_ATTN_SP_NESTED_A2A_H_
 #define NSP_ATTN_SP_NESTED_A2A_H_
@@ -69,7 +62,7 @@ nsp_status_t nsp_a2a_compare_hashes(const uint64_t *hashes, int nranks, const ch
  * start the head-to-sequence of a level as soon as that level's data is
  * computed, or run levels strictly one after another. Every rank posts the
  * same gated exchanges in the same order as any other post. Errors: as
- * nsp_a2a_post(); NSP_ERR_UNSUPPORTED on the CUDA path (use
+ * nsp_a2a_post(); NSP_ERR_UNSUPPORTED on the device engine (use
  * nsp_a2a_create_gated and nsp_a2a_open there).
  */
 nsp_status_t nsp_a2a_post_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
@@ -78,9 +71,9 @@ nsp_status_t nsp_a2a_post_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
 /**
  * nsp_a2a_create() of an exchange whose every start is gated as
  * nsp_a2a_post_gated(): level l of a start moves once nsp_a2a_open(a2a, l)
- * (or, host engine only, nsp_a2a_level_open() of its request) was called.
- * The CUDA engine enqueues level l at open, after the work queued so far on
- * the start's stream (nested_a2a_cuda.h).
+ * (or nsp_a2a_level_open() of its request) was called. The device engine
+ * enqueues level l at open, after the work queued so far on the start's
+ * stream (nested_a2a_device.c).
  */
 nsp_status_t nsp_a2a_create_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
                                   const nsp_a2a_params_t *params, nsp_a2a_t **a2a);
@@ -90,9 +83,10 @@ nsp_status_t nsp_a2a_create_gated(nsp_tree_t *tree, const nsp_layout_t *layout,
 nsp_status_t nsp_a2a_open(nsp_a2a_t *a2a, int level);
 
 /**
- * Open one level of a gated post (`req` is one of its level requests) and
- * start it at once (pack and post). Opening twice is a no-op.
- * Errors: NSP_ERR_INVALID_ARG (not a host nested all-to-all level request).
+ * Open one level of a gated post or start (`req` is one of its level
+ * requests) and start it at once (pack and post), as nsp_a2a_open().
+ * Opening twice is a no-op. Errors: NSP_ERR_INVALID_ARG (not a level
+ * request of a running gated nested all-to-all).
  */
 nsp_status_t nsp_a2a_level_open(nsp_request_t *req);
 

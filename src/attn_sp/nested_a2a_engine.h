@@ -1,55 +1,66 @@
 /*
- * Engines of the nested all-to-all: one per memory type, in a table the
- * public entry points (nested_a2a_api.c) choose from.
+ * Engines of the nested all-to-all: what moves one memory type's levels,
+ * named by the memory type's entry (memtype.h), behind the one
+ * engine-neutral handle of nested_a2a_common.h:
  *
- *   host         host memory over a host transport (UCX): pack, exchange,
- *                unpack on the CPU (nested_a2a.c)
- *   host-mapped  the same, where params.mapped = 1: levels whose group
- *                shares a host read the peers' nsp_mem_alloc() sources in
- *                place (nested_a2a.c)
- *   cuda         device memory over a device transport (NCCL): kernels and
- *                level streams (nested_a2a_cuda.c; an UNSUPPORTED entry in
- *                builds without CUDA, nested_a2a_nocuda.c)
+ *   host     host memory over a host transport (UCX): pack, exchange,
+ *            unpack on the CPU (nested_a2a_host.c); levels whose group
+ *            shares mapped memory read the peers' sources in place when
+ *            params.mapped = 1 (nested_a2a_mapped.c)
+ *   device   memory of a device with streams (devops.h): one stream per
+ *            level waiting on the caller's stream, the memory type's pack
+ *            kernels, events completing the level requests
+ *            (nested_a2a_device.c): the CUDA memory type's engine, written
+ *            against the device operations only
  *
- * Every entry of every engine is set: what an engine cannot do returns
- * NSP_ERR_UNSUPPORTED with a message, as the transport table does. Engines
- * call the shared helpers of nested_a2a_common.h, never the public entry
- * points, so no call goes back up (scripts/check-structure.py).
+ * The handle (nested_a2a_handle.c) does what every engine needs: the
+ * checks and the agreement of create, the levels derived once (views,
+ * groups, tags, head shares), the level requests, the level queues, the
+ * lifecycle of starts. An engine derives its own part once at create too
+ * (parts, counts, scratch sizes, device tables, events), so that start
+ * only binds buffers and posts. Every entry is set; what an engine cannot
+ * do returns NSP_ERR_UNSUPPORTED with a message. Engines call the shared
+ * helpers of nested_a2a_common.h, never the public entry points, so no
+ * call goes back up (scripts/check-structure.py).
  */
 #ifndef NSP_ATTN_SP_NESTED_A2A_ENGINE_H_
 #define NSP_ATTN_SP_NESTED_A2A_ENGINE_H_
 
 #include "nspcomm.h"
+#include "common/table.h"
 
-typedef struct nsp_a2a_engine nsp_a2a_engine_t;
-
-/* The common head of every engine's handle (its first member). */
-struct nsp_a2a {
-    const nsp_a2a_engine_t *engine;
-    int                     nlevels;
-    int                     oneshot; /* nsp_a2a_post: freed with its last request */
-};
-
-struct nsp_a2a_engine {
+typedef struct nsp_a2a_engine {
     const char *name;
-    /** Build the exchange of `layout` with `params` (buffers not read):
-     *  levels, parts, scratch, device tables; the agreement check when
-     *  params ask for it (collective). `gated`: levels wait for open. */
-    nsp_status_t (*create)(nsp_tree_t *tree, const nsp_layout_t *layout,
-                           const nsp_a2a_params_t *params, int gated, nsp_a2a_t **a2a);
-    /** Start one exchange from src to dst (borrowed until the requests
-     *  complete); reqs[nlevels] as nsp_a2a_post(). Takes the world's next
-     *  operation number. */
-    nsp_status_t (*start)(nsp_a2a_t *a2a, const void *src, void *dst, void *stream,
-                          nsp_request_t **reqs);
-    /** Let level `level` of a gated exchange start. */
+    /** Local checks of a create before its collective agreement (the
+     *  memory the world moves, levels of `layout` the engine cannot run,
+     *  parameters it refuses); a2a holds the parameters, its levels are not
+     *  derived yet. */
+    nsp_status_t (*check)(const nsp_a2a_t *a2a, const nsp_layout_t *layout);
+    /** Derive, once, what this engine keeps for the handle (a2a->eng, each
+     *  level's eng and parts): counts, scratch, device tables, events.
+     *  Sets a2a->max_steps (steps of a level's queue). Freed by release,
+     *  also after a failed derive. */
+    nsp_status_t (*derive)(nsp_a2a_t *a2a);
+    /** Start: a2a->src, dst, stream, post_seq and every level's src, dst
+     *  and request are bound, the queues empty. Push each level's steps
+     *  and post what can go now; ungated levels are under way at return.
+     *  On error the handle disarms. */
+    nsp_status_t (*start)(nsp_a2a_t *a2a);
+    /** Level `level` of the running gated start was opened (its `open`
+     *  flag is set): enqueue what waits for it. The handle progresses the
+     *  queues next. */
     nsp_status_t (*open)(nsp_a2a_t *a2a, int level);
-    /** Free the handle. NSP_ERR_INVALID_ARG while its requests are held. */
-    nsp_status_t (*destroy)(nsp_a2a_t *a2a);
-};
+    /** The start is over (its last request freed, or it failed): abandon
+     *  what is still in flight and give back what the start took. */
+    void (*disarm)(nsp_a2a_t *a2a);
+    /** Free what derive made (NULL members allowed). */
+    void (*release)(nsp_a2a_t *a2a);
+} nsp_a2a_engine_t;
+
+#define NSP_A2A_ENGINE_ENTRIES(X) X(check) X(derive) X(start) X(open) X(disarm) X(release)
+NSP_TABLE_COMPLETE(nsp_a2a_engine_t, check, NSP_A2A_ENGINE_ENTRIES);
 
 extern const nsp_a2a_engine_t nsp_a2a_engine_host;
-extern const nsp_a2a_engine_t nsp_a2a_engine_host_mapped;
-extern const nsp_a2a_engine_t nsp_a2a_engine_cuda;
+extern const nsp_a2a_engine_t nsp_a2a_engine_device;
 
 #endif /* NSP_ATTN_SP_NESTED_A2A_ENGINE_H_ */

@@ -7,7 +7,7 @@
 
 #include "attn_sp/nested_attn.h"
 
-#include "attn_sp/attn_mem.h"
+#include "attn_sp/memtype.h"
 #include "attn_sp/attn_ref.h"
 #include "attn_sp/layout.h"
 #include "attn_sp/nested_a2a.h"
@@ -59,7 +59,8 @@ enum { X_Q, X_K, X_V, X_O, X_LSE, X_DO, X_O_BACK, X_LSE_BACK, X_DQ_BACK, X_DK_BA
 #define NATTN_MAX_XFERS 9 /* most exchanges of one call (a stateless backward) */
 
 struct nsp_nested_attn {
-    const nsp_attn_mem_t    *mem;       /* of the world's memory type (attn_mem.h) */
+    const nsp_attn_mem_t    *mem;       /* of the world's memory type (memtype.h) */
+    const nsp_reduce_ops_t  *reduce;    /* its reductions */
     void                    *stream;    /* the caller's (nsp_nested_attn_set_stream) */
     nsp_tree_t              *tree;
     nsp_comm_t              *world;
@@ -323,20 +324,14 @@ static uint64_t static_hash(const nsp_nested_attn_t *a)
     return nsp_fnv1a(a->info.plan_hash, v, sizeof(v));
 }
 
-/* The memory ops, by the memory type of the world's transport. */
-static const nsp_attn_mem_t *const attn_mems[] = {
-    [NSP_MEM_HOST] = &nsp_attn_mem_host,
-    [NSP_MEM_CUDA] = &nsp_attn_mem_cuda,
-};
-
-static nsp_status_t attn_mem_of(const nsp_tp_ops_t *ops, const nsp_attn_mem_t **mem)
+/* The memory and reduce ops of the world's memory type. */
+static nsp_status_t attn_mem_of(nsp_nested_attn_t *a)
 {
-    if ((size_t)ops->mem_type >= sizeof(attn_mems) / sizeof(attn_mems[0]) ||
-        attn_mems[ops->mem_type] == NULL) {
-        return nsp_error(NSP_ERR_UNSUPPORTED, "nested attention: no memory ops for the memory "
-                         "type %d of the '%s' backend", (int)ops->mem_type, ops->name);
-    }
-    *mem = attn_mems[ops->mem_type];
+    const nsp_memtype_t *mt = NULL;
+
+    NSP_CHECK(nsp_memtype_of(a->world, &mt));
+    a->mem    = mt->attn;
+    a->reduce = mt->reduce;
     return NSP_OK;
 }
 
@@ -351,7 +346,7 @@ static nsp_status_t check_world(nsp_nested_attn_t *a)
                          "%d, but this is rank %d of a world of %d", a->info.rank,
                          a->info.ranks, rank, size);
     }
-    NSP_CHECK(attn_mem_of(nsp_comm_tp(a->world)->ops, &a->mem));
+    NSP_CHECK(attn_mem_of(a));
     if (a->info.nlevels > NATTN_MAX_LEVELS) {
         return nsp_error(NSP_ERR_UNSUPPORTED, "nested attention: the layout has %d levels, "
                          "more than %d", a->info.nlevels, NATTN_MAX_LEVELS);
@@ -918,10 +913,10 @@ static nsp_status_t level_widen_dkv(nattn_call_t *c, int l, const level_ptrs_t *
         return NSP_OK;
     }
     c0 = nsp_thread_cpu_s();
-    st = c->a->mem->to_f32(c->a->dtype, n, base->dk + e0 * c->a->es, c->dkv32[0] + e0,
+    st = c->a->reduce->to_f32(c->a->dtype, n, base->dk + e0 * c->a->es, c->dkv32[0] + e0,
                            c->a->stream);
-    st = st < 0 ? st : c->a->mem->to_f32(c->a->dtype, n, base->dv + e0 * c->a->es,
-                                         c->dkv32[1] + e0, c->a->stream);
+    st = st < 0 ? st : c->a->reduce->to_f32(c->a->dtype, n, base->dv + e0 * c->a->es,
+                                            c->dkv32[1] + e0, c->a->stream);
     c->st.level[l].compute_s += nsp_thread_cpu_s() - c0;
     return st;
 }
@@ -1122,8 +1117,8 @@ static nsp_status_t dkv_round(const nsp_nested_attn_t *a, void *const *s32, void
     if (!a->dkv_f32) {
         return NSP_OK;
     }
-    NSP_CHECK(a->mem->from_f32(a->dtype, n, s32[0], dk, a->stream));
-    NSP_CHECK(a->mem->from_f32(a->dtype, n, s32[1], dv, a->stream));
+    NSP_CHECK(a->reduce->from_f32(a->dtype, n, s32[0], dk, a->stream));
+    NSP_CHECK(a->reduce->from_f32(a->dtype, n, s32[1], dv, a->stream));
     return a->mem->sync(a->stream);
 }
 

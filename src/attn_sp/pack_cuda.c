@@ -1,12 +1,14 @@
 /*
  * CUDA pack/unpack, host side: a level's device tables, the cache of count
  * patterns, argument checks and the launches (pack_cuda.h). The kernels
- * are in pack_cuda_kernels.cu, their unit maps in pack_map.h.
+ * are in pack_cuda_kernels.cu, their unit maps in pack_map.h. The same
+ * launches as the CUDA memory type's pack ops (pack_ops.h), at the end.
  */
 #include "attn_sp/pack_cuda.h"
 
 #include "attn_sp/pack_cuda_kernels.h"
 #include "attn_sp/pack_map.h"
+#include "attn_sp/pack_ops.h"
 #include "common/log.h"
 #include "streams/cuda_util.h"
 
@@ -284,3 +286,70 @@ nsp_status_t nsp_cuda_pack_copy_self(nsp_cuda_level_t *L, nsp_a2a_dir_t dir, int
     }
     return pk_run(L, op, heads, row_bytes, NULL, NULL, src, dst, stream);
 }
+
+/* ---- the pack ops of the CUDA memory type (pack_ops.h) ------------------- */
+
+static nsp_status_t ops_level_create(const nsp_level_view_t *view, void **tables)
+{
+    nsp_cuda_level_t *L = NULL;
+
+    NSP_CHECK(nsp_cuda_level_create(view, &L));
+    *tables = L;
+    return NSP_OK;
+}
+
+static void ops_level_release(void *tables, void *stream)
+{
+    nsp_cuda_level_release(tables, stream);
+}
+
+static nsp_status_t ops_pack_s2h(void *tables, int heads, size_t row_bytes, const void *chunks,
+                                 void *send, const size_t *send_bytes,
+                                 const size_t *send_displs, void *stream)
+{
+    return nsp_cuda_pack_s2h(tables, heads, row_bytes, chunks, send, send_bytes, send_displs,
+                             stream);
+}
+
+static nsp_status_t ops_unpack_s2h(void *tables, int heads, size_t row_bytes, const void *recv,
+                                   const size_t *recv_bytes, const size_t *recv_displs,
+                                   void *block, void *stream)
+{
+    return nsp_cuda_unpack_s2h(tables, heads, row_bytes, recv, recv_bytes, recv_displs, block,
+                               stream);
+}
+
+static nsp_status_t ops_pack_h2s(void *tables, int heads, size_t row_bytes, const void *block,
+                                 void *send, const size_t *send_bytes,
+                                 const size_t *send_displs, void *stream)
+{
+    return nsp_cuda_pack_h2s(tables, heads, row_bytes, block, send, send_bytes, send_displs,
+                             stream);
+}
+
+static nsp_status_t ops_unpack_h2s(void *tables, int heads, size_t row_bytes,
+                                   nsp_a2a_replicas_t replicas, const void *recv,
+                                   const size_t *recv_bytes, const size_t *recv_displs,
+                                   void *chunks, void *stream)
+{
+    return nsp_cuda_unpack_h2s(tables, heads, row_bytes, replicas, recv, recv_bytes,
+                               recv_displs, chunks, stream);
+}
+
+static nsp_status_t ops_copy_self(void *tables, nsp_a2a_dir_t dir, int heads, size_t row_bytes,
+                                  nsp_a2a_replicas_t replicas, const void *src, void *dst,
+                                  void *stream)
+{
+    return nsp_cuda_pack_copy_self(tables, dir, heads, row_bytes, replicas, src, dst, stream);
+}
+
+const nsp_pack_ops_t nsp_pack_ops_cuda = {
+    .name          = "cuda",
+    .level_create  = ops_level_create,
+    .level_release = ops_level_release,
+    .pack_s2h      = ops_pack_s2h,
+    .unpack_s2h    = ops_unpack_s2h,
+    .pack_h2s      = ops_pack_h2s,
+    .unpack_h2s    = ops_unpack_h2s,
+    .copy_self     = ops_copy_self,
+};

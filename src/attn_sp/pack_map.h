@@ -307,7 +307,8 @@ nsp_status_t nsp_pk_op_unpack_h2s(const nsp_pk_tables_t *t, int heads,
 nsp_status_t nsp_pk_op_copy_self(const nsp_pk_tables_t *t, nsp_a2a_dir_t dir, int heads,
                                  nsp_a2a_replicas_t replicas, nsp_pk_op_t *op);
 
-/** Run an op's units on the host exactly as the kernel does (tests). */
+/** Run an op's units on the host exactly as the kernel does (tests, and
+ *  the host pack ops of pack_ops.h). */
 void nsp_pk_emulate(const nsp_pk_args_t *a);
 
 /** Name of an op, for messages. */

@@ -62,6 +62,19 @@ err_no_memory:
                      nlevels, max_steps);
 }
 
+void nsp_levels_reset(nsp_levels_t *lv)
+{
+    if (lv == NULL) {
+        return;
+    }
+    lv->started = 0;
+    for (int l = 0; l < lv->nlevels; ++l) {
+        lv->queues[l].nsteps = 0;
+        lv->queues[l].head   = 0;
+        lv->queues[l].status = NSP_OK;
+    }
+}
+
 void nsp_levels_free(nsp_levels_t *lv)
 {
     if (lv == NULL) {

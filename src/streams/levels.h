@@ -11,9 +11,9 @@
  *
  * Typical level of the nested all-to-all on the host:
  *   [pack + post the transport exchange] -> [test the exchange] -> [unpack]
- * The CUDA path fits the same model with one stream and one event per level:
- *   [enqueue pack kernel + grouped send/recv on the level's stream, record
- *    its event] -> [cudaEventQuery until done]
+ * A device (devops.h) fits the same model with one stream and one event per
+ * level: [enqueue pack kernel + grouped send/recv on the level's stream,
+ * record its event] -> [query the event until done]
  * so completion per level is "queue empty" in both cases.
  *
  * Ordering. Steps of all levels are started in ascending level order, the
@@ -78,6 +78,11 @@ const char *nsp_levels_pending_step(const nsp_levels_t *levels, int level);
 
 /** Number of levels. */
 int nsp_levels_count(const nsp_levels_t *levels);
+
+/** Empty every queue (steps not run are dropped, their args are not
+ *  touched), so the set takes pushes again as if new: a persistent exchange
+ *  keeps one set from create to destroy. NULL is a no-op. */
+void nsp_levels_reset(nsp_levels_t *levels);
 
 /** Free the queues (steps not run are dropped; their args are not touched).
  *  NULL is a no-op. */

@@ -19,7 +19,7 @@
  */
 enum {
     NSP_COMM_SLOT_A2A_HOST = 0, /* the host engine of the nested all-to-all */
-    NSP_COMM_SLOT_A2A_CUDA = 1, /* its CUDA engine */
+    NSP_COMM_SLOT_A2A_DEVICE = 1, /* its device engine */
     NSP_COMM_NSLOTS
 };
 typedef struct nsp_comm_slot {

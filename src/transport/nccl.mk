@@ -1,6 +1,7 @@
 # GPU parts of nspcomm (docs/gpu.md): the NCCL backend, the CUDA pack/unpack
-# kernels, CUDA streams per level, the CUDA path of the nested all-to-all,
-# and their tests (tests/gpu/). Included by the top Makefile.am.
+# kernels, the CUDA device operations, the CUDA memory type (the device
+# engine of the nested all-to-all on it), and their tests (tests/gpu/).
+# Included by the top Makefile.am.
 #
 # nvcc compiles the .cu files through scripts/nvcc-wrapper, which turns the
 # PIC flags libtool adds ("-fPIC -DPIC") into what nvcc accepts. The target
@@ -41,24 +42,19 @@ noinst_HEADERS += \
 	src/attn_sp/attn_reduce_kernels.h \
 	src/attn_sp/pack_cuda.h \
 	src/attn_sp/pack_cuda_kernels.h \
-	src/attn_sp/nested_a2a_cuda.h \
 	src/streams/cuda_util.h \
-	src/streams/streams_cuda.h \
 	src/transport/nccl.h
 EXTRA_DIST += src/attn_sp/pack_cuda_kernels.cu src/attn_sp/attn_reduce_kernels.cu
 
 if NSP_CUDA
 libnspcomm_la_SOURCES += \
 	src/streams/cuda_util.c \
-	src/streams/streams_cuda.c \
+	src/streams/devops_cuda.c \
 	src/attn_sp/pack_cuda.c \
 	src/attn_sp/pack_cuda_kernels.cu \
-	src/attn_sp/nested_a2a_cuda.c \
-	src/attn_sp/attn_mem_cuda.c \
+	src/attn_sp/memtype_cuda.c \
 	src/attn_sp/attn_reduce_kernels.cu \
 	src/attn_sp/attn_reduce_cuda.c
-else
-libnspcomm_la_SOURCES += src/attn_sp/nested_a2a_nocuda.c src/attn_sp/attn_mem_nocuda.c
 endif
 if NSP_CUDA
 # No dependency tracking for .cu: name the headers the kernels include.

@@ -30,6 +30,16 @@ static const struct {
     {"nccl", "reconfigure with --with-cuda --with-nccl on a machine with CUDA and NCCL"},
 };
 
+int nsp_tp_count(void)
+{
+    return (int)(sizeof(tp_backends) / sizeof(tp_backends[0]));
+}
+
+const nsp_tp_ops_t *nsp_tp_at(int i)
+{
+    return i >= 0 && i < nsp_tp_count() ? tp_backends[i] : NULL;
+}
+
 nsp_status_t nsp_tp_find(const char *name, const nsp_tp_ops_t **ops)
 {
     size_t nbuilt = sizeof(tp_backends) / sizeof(tp_backends[0]);

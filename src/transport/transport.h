@@ -245,6 +245,11 @@ struct nsp_tp_ops {
  */
 nsp_status_t nsp_tp_find(const char *name, const nsp_tp_ops_t **ops);
 
+/** The backends built into this library, in registry order (for the tests
+ *  that walk every table); nsp_tp_at gives NULL out of range. */
+int                 nsp_tp_count(void);
+const nsp_tp_ops_t *nsp_tp_at(int i);
+
 /** The UCX backend (src/transport/ucx.c). */
 extern const nsp_tp_ops_t nsp_tp_ucx_ops;
 

@@ -973,11 +973,13 @@ static void ucx_close_endpoints(ucx_world_t *w, double timeout_s)
 
 static void ucx_region_release(ucx_world_t *w, ucx_region_t *reg);
 
-static int ucx_regions_live; /* regions with memory mapped, over every world */
+/* Regions with memory mapped, over every world of the process: worlds in
+ * different threads map and unmap concurrently, so it is atomic. */
+static int ucx_regions_live;
 
 nsp_status_t nsp_tp_ucx_regions_live(int *n)
 {
-    *n = ucx_regions_live;
+    *n = __atomic_load_n(&ucx_regions_live, __ATOMIC_RELAXED);
     return NSP_OK;
 }
 
@@ -1201,7 +1203,7 @@ static void ucx_region_release(ucx_world_t *w, ucx_region_t *reg)
     }
     if (reg->memh != NULL) {
         ucp_mem_unmap(w->context, reg->memh);
-        --ucx_regions_live;
+        __atomic_sub_fetch(&ucx_regions_live, 1, __ATOMIC_RELAXED);
     }
     free(reg->peers);
     free(reg);
@@ -1257,7 +1259,8 @@ static void ucx_region_local(ucx_world_t *w, ucx_region_t *reg, size_t bytes,
         info->failed = 2;
         return;
     }
-    ++ucx_regions_live; /* ucx_region_release() counts it down */
+    /* ucx_region_release() counts it down */
+    __atomic_add_fetch(&ucx_regions_live, 1, __ATOMIC_RELAXED);
     reg->base      = attr.address;
     reg->len       = bytes;
     info->base     = (uint64_t)(uintptr_t)attr.address;

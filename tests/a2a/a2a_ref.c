@@ -494,3 +494,52 @@ int a2a_ref_head_sharded(const nsp_plan_t *plan, int round, int rank, int heads,
     *rows = total;
     return 0;
 }
+
+nsp_plan_t *a2a_case_plan(uint64_t seed, int p, int nranks, int disjoint,
+                          a2a_plan_opts_t *o, uint64_t *rng)
+{
+    memset(o, 0, sizeof(*o));
+    *rng = seed + 7919u * (uint64_t)p;
+    o->nranks         = nranks;
+    o->nrounds        = 1 + (int)(a2a_rand(rng) % 2);
+    o->seqs_per_round = 1 + (int)(a2a_rand(rng) % 10);
+    o->max_len        = 2 + (int64_t)(a2a_rand(rng) % 6000);
+    o->messy          = p % 2;
+    if (disjoint) {
+        return a2a_random_disjoint_plan(rng, o);
+    }
+    a2a_random_degrees(rng, nranks, o);
+    return a2a_random_plan(rng, o);
+}
+
+int a2a_tensor_init(a2a_tensor_t *t, const nsp_plan_t *plan, int round, int rank, int heads,
+                    int head_dim, size_t elem, int f32)
+{
+    memset(t, 0, sizeof(*t));
+    t->heads    = heads;
+    t->head_dim = head_dim;
+    t->elem     = elem;
+    t->f32      = f32;
+    t->row      = (size_t)head_dim * elem;
+    if (a2a_ref_seq_sharded(plan, round, rank, heads, head_dim, elem, f32, &t->seq, &t->T) ||
+        a2a_ref_head_sharded(plan, round, rank, heads, head_dim, elem, f32, &t->ref, &t->rows)) {
+        return -1;
+    }
+    t->head = malloc((size_t)t->rows * t->row + 1);
+    t->back = malloc((size_t)t->T * (size_t)heads * t->row + 1);
+    if (t->head == NULL || t->back == NULL) {
+        return -1;
+    }
+    memset(t->head, 0xab, (size_t)t->rows * t->row);
+    memset(t->back, 0xcd, (size_t)t->T * (size_t)heads * t->row);
+    return 0;
+}
+
+void a2a_tensor_free(a2a_tensor_t *t)
+{
+    free(t->seq);
+    free(t->head);
+    free(t->back);
+    free(t->ref);
+    memset(t, 0, sizeof(*t));
+}

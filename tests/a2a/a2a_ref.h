@@ -90,4 +90,32 @@ int a2a_ref_head_sharded(const nsp_plan_t *plan, int round, int rank, int heads,
 int a2a_ref_seq_sharded_summed(const nsp_plan_t *plan, int round, int rank, int heads,
                                int head_dim, void **buf, int64_t *tokens);
 
+/**
+ * Random plan number `p` of a multi-rank case seeded `seed` (the batches of
+ * test_a2a_mp and test_a2a_device): 1-2 rounds of 1-10 sequences of up to
+ * 6000 tokens, groups shuffled on odd p; `disjoint`: unaligned disjoint
+ * groups, else nested over random degrees. Fills *opts and *rng (the test
+ * draws on from it). Free with nsp_plan_free(); NULL on allocation failure.
+ */
+nsp_plan_t *a2a_case_plan(uint64_t seed, int p, int nranks, int disjoint,
+                          a2a_plan_opts_t *opts, uint64_t *rng);
+
+/** One tensor of a multi-rank test for one rank and round: its
+ *  sequence-sharded input `seq` [T, heads, head_dim] and head-sharded
+ *  reference `ref` [rows, head_dim] (from the plan alone), and room for an
+ *  exchange's head-sharded result `head` (0xab) and its way back `back`
+ *  (0xcd). */
+typedef struct a2a_tensor {
+    int     heads, head_dim, f32;
+    size_t  elem, row; /* row: head_dim * elem bytes */
+    void   *seq, *head, *back, *ref;
+    int64_t T, rows;
+} a2a_tensor_t;
+
+/** Fill *t (f32: a2a_value_f32, elem must be 4). Returns 0, or -1 with
+ *  what was allocated still to free (a2a_tensor_free). */
+int  a2a_tensor_init(a2a_tensor_t *t, const nsp_plan_t *plan, int round, int rank, int heads,
+                     int head_dim, size_t elem, int f32);
+void a2a_tensor_free(a2a_tensor_t *t);
+
 #endif /* NSP_TESTS_A2A_REF_H_ */

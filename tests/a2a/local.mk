@@ -20,6 +20,11 @@ check_PROGRAMS += tests/a2a/test_a2a_bytes
 TESTS += tests/a2a/test_a2a_bytes
 tests_a2a_test_a2a_bytes_SOURCES = tests/a2a/test_a2a_bytes.c
 tests_a2a_test_a2a_bytes_LDADD = $(A2A_TEST_LIBS)
+# Every entry of every ops table set (memory types, engines, transports).
+check_PROGRAMS += tests/a2a/test_tables
+TESTS += tests/a2a/test_tables
+tests_a2a_test_tables_SOURCES = tests/a2a/test_tables.c
+tests_a2a_test_tables_LDADD = $(A2A_TEST_LIBS)
 endif
 
 # Multi-rank tests: real processes over UCX on loopback (tests/mp.h).
@@ -33,6 +38,13 @@ check_PROGRAMS += tests/a2a/test_a2a_mapped
 TESTS += tests/a2a/test_a2a_mapped
 tests_a2a_test_a2a_mapped_SOURCES = tests/a2a/test_a2a_mapped.c
 tests_a2a_test_a2a_mapped_LDADD = $(A2A_TEST_LIBS)
+# The device engine (the CUDA memory type's) on a test device over UCX:
+# derived once, data, gating, refusals.
+check_PROGRAMS += tests/a2a/test_a2a_device
+TESTS += tests/a2a/test_a2a_device
+tests_a2a_test_a2a_device_SOURCES = tests/a2a/test_a2a_device.c tests/a2a/sync_device.c \
+	tests/a2a/sync_device.h
+tests_a2a_test_a2a_device_LDADD = $(A2A_TEST_LIBS)
 # Persistent handles, two worlds in one process, two threads with a world each.
 check_PROGRAMS += tests/a2a/test_a2a_worlds
 TESTS += tests/a2a/test_a2a_worlds

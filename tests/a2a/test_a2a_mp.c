@@ -30,44 +30,22 @@
 enum { CASE_NESTED = 0, CASE_SPARSE_TREE = 1, CASE_DISJOINT = 2, CASE_MISMATCH = 3,
        CASE_DEAD_PEER = 4 };
 
-/* One tensor in flight: its buffers and the reference. */
+/* One tensor in flight: its buffers, the reference and its level requests. */
 typedef struct tensor {
-    int     heads;
-    size_t  elem;
-    int     f32;
-    void   *seq, *head, *back, *ref;
-    int64_t T, rows;
+    a2a_tensor_t   b;
     nsp_request_t *req[64];
 } tensor_t;
 
 static void tensor_free(tensor_t *t)
 {
-    free(t->seq);
-    free(t->head);
-    free(t->back);
-    free(t->ref);
-    memset(t, 0, sizeof(*t));
+    a2a_tensor_free(&t->b);
 }
 
 static int tensor_init(tensor_t *t, const nsp_plan_t *plan, int round, int rank, int heads,
                        int head_dim, size_t elem, int f32)
 {
-    memset(t, 0, sizeof(*t));
-    t->heads = heads;
-    t->elem  = elem;
-    t->f32   = f32;
-    if (a2a_ref_seq_sharded(plan, round, rank, heads, head_dim, elem, f32, &t->seq, &t->T) ||
-        a2a_ref_head_sharded(plan, round, rank, heads, head_dim, elem, f32, &t->ref, &t->rows)) {
-        return -1;
-    }
-    t->head = malloc((size_t)t->rows * (size_t)head_dim * elem + 1);
-    t->back = malloc((size_t)t->T * (size_t)heads * (size_t)head_dim * elem + 1);
-    if (t->head == NULL || t->back == NULL) {
-        return -1;
-    }
-    memset(t->head, 0xab, (size_t)t->rows * (size_t)head_dim * elem);
-    memset(t->back, 0xcd, (size_t)t->T * (size_t)heads * (size_t)head_dim * elem);
-    return 0;
+    memset(t->req, 0, sizeof(t->req));
+    return a2a_tensor_init(&t->b, plan, round, rank, heads, head_dim, elem, f32);
 }
 
 static nsp_status_t post(rank_ctx_t *c, const nsp_layout_t *lay, tensor_t *t, nsp_a2a_dir_t dir,
@@ -78,11 +56,11 @@ static nsp_status_t post(rank_ctx_t *c, const nsp_layout_t *lay, tensor_t *t, ns
     memset(&p, 0, sizeof(p));
     p.field_mask = NSP_A2A_FIELD_SERIAL | NSP_A2A_FIELD_REPLICAS;
     p.direction  = dir;
-    p.heads      = t->heads;
+    p.heads      = t->b.heads;
     p.head_dim   = head_dim;
-    p.elem_size  = t->elem;
-    p.src        = dir == NSP_A2A_SEQ_TO_HEAD ? t->seq : t->head;
-    p.dst        = dir == NSP_A2A_SEQ_TO_HEAD ? t->head : t->back;
+    p.elem_size  = t->b.elem;
+    p.src        = dir == NSP_A2A_SEQ_TO_HEAD ? t->b.seq : t->b.head;
+    p.dst        = dir == NSP_A2A_SEQ_TO_HEAD ? t->b.head : t->b.back;
     p.serial     = serial;
     p.replicas   = replicas;
     return nsp_a2a_post(c->tree, lay, &p, t->req);
@@ -115,7 +93,7 @@ static int run_round(rank_ctx_t *c, const nsp_plan_t *plan, int round, uint64_t 
     }
     for (int k = 0; k < 2; ++k) { /* both in flight together */
         if ((st = post(c, lay, &t[k], NSP_A2A_SEQ_TO_HEAD, D, serial, 0)) != NSP_OK) {
-            FAIL("round %d: s2h post (H=%d): %s", round, t[k].heads, nsp_last_error());
+            FAIL("round %d: s2h post (H=%d): %s", round, t[k].b.heads, nsp_last_error());
         }
     }
     for (int k = 0; k < 2; ++k) {
@@ -128,17 +106,19 @@ static int run_round(rank_ctx_t *c, const nsp_plan_t *plan, int round, uint64_t 
             nsp_layout_heads_t hs;
             size_t             row = (size_t)D * elem;
             if ((st = nsp_request_wait(t[k].req[l])) != NSP_OK) {
-                FAIL("round %d level %d (H=%d): %s", round, l, t[k].heads, nsp_last_error());
+                FAIL("round %d level %d (H=%d): %s", round, l, t[k].b.heads,
+                     nsp_last_error());
             }
             nsp_request_free(t[k].req[l]);
             t[k].req[l] = NULL;
-            nsp_layout_heads(lay, l, t[k].heads, &hs);
+            nsp_layout_heads(lay, l, t[k].b.heads, &hs);
             /* This level's block must be right now, whatever the others do. */
-            if (memcmp((char *)t[k].head + (size_t)hs.row_offset * row,
-                       (char *)t[k].ref + (size_t)hs.row_offset * row,
+            if (memcmp((char *)t[k].b.head + (size_t)hs.row_offset * row,
+                       (char *)t[k].b.ref + (size_t)hs.row_offset * row,
                        (size_t)hs.rows * row) != 0) {
                 FAIL("round %d level %d (replicas %d, H=%d, D=%d, elem %zu): head-sharded block "
-                     "differs from the reference", round, l, hs.replicas, t[k].heads, D, elem);
+                     "differs from the reference", round, l, hs.replicas, t[k].b.heads, D,
+                     elem);
             }
             c->checks++;
         }
@@ -156,9 +136,10 @@ static int run_round(rank_ctx_t *c, const nsp_plan_t *plan, int round, uint64_t 
             nsp_request_free(t[k].req[l]);
             t[k].req[l] = NULL;
         }
-        if (memcmp(t[k].back, t[k].seq, (size_t)t[k].T * (size_t)t[k].heads * (size_t)D * elem)) {
+        if (memcmp(t[k].b.back, t[k].b.seq,
+                   (size_t)t[k].b.T * (size_t)t[k].b.heads * (size_t)D * elem)) {
             FAIL("round %d: head-to-sequence (H=%d) did not give back the input", round,
-                 t[k].heads);
+                 t[k].b.heads);
         }
         c->checks++;
     }
@@ -174,9 +155,9 @@ static int run_round(rank_ctx_t *c, const nsp_plan_t *plan, int round, uint64_t 
     for (int l = 0; l < info.nlevels; ++l) {
         nsp_request_free(t[1].req[l]);
     }
-    free(t[1].seq); /* now compare h2s against the summed reference */
-    t[1].seq = NULL;
-    if (a2a_ref_seq_sharded_summed(plan, round, c->rank, hkv, D, &t[1].seq, &t[1].T) != 0 ||
+    free(t[1].b.seq); /* now compare h2s against the summed reference */
+    t[1].b.seq = NULL;
+    if (a2a_ref_seq_sharded_summed(plan, round, c->rank, hkv, D, &t[1].b.seq, &t[1].b.T) != 0 ||
         post(c, lay, &t[1], NSP_A2A_HEAD_TO_SEQ, D, serial, NSP_A2A_REPLICAS_SUM_F32) != NSP_OK ||
         nsp_request_wait_all(t[1].req, info.nlevels) != NSP_OK) {
         FAIL("round %d: f32 h2s sum: %s", round, nsp_last_error());
@@ -184,7 +165,7 @@ static int run_round(rank_ctx_t *c, const nsp_plan_t *plan, int round, uint64_t 
     for (int l = 0; l < info.nlevels; ++l) {
         nsp_request_free(t[1].req[l]);
     }
-    if (memcmp(t[1].back, t[1].seq, (size_t)t[1].T * (size_t)hkv * (size_t)D * 4) != 0) {
+    if (memcmp(t[1].b.back, t[1].b.seq, (size_t)t[1].b.T * (size_t)hkv * (size_t)D * 4) != 0) {
         FAIL("round %d: h2s SUM_F32 (H=%d) is not the sum over replicas", round, hkv);
     }
     c->checks++;
@@ -213,18 +194,7 @@ static void teardown(rank_ctx_t *c)
 static nsp_plan_t *case_plan(const mp_case_t *mc, int p, int nranks, a2a_plan_opts_t *o,
                              uint64_t *rng)
 {
-    memset(o, 0, sizeof(*o));
-    *rng = mc->seed + 7919u * (uint64_t)p;
-    o->nranks         = nranks;
-    o->nrounds        = 1 + (int)(a2a_rand(rng) % 2);
-    o->seqs_per_round = 1 + (int)(a2a_rand(rng) % 10);
-    o->max_len        = 2 + (int64_t)(a2a_rand(rng) % 6000);
-    o->messy          = p % 2;
-    if (mc->kind == CASE_DISJOINT) {
-        return a2a_random_disjoint_plan(rng, o);
-    }
-    a2a_random_degrees(rng, nranks, o);
-    return a2a_random_plan(rng, o);
+    return a2a_case_plan(mc->seed, p, nranks, mc->kind == CASE_DISJOINT, o, rng);
 }
 
 static int rank_roundtrip(int rank, int nranks, void *arg)
@@ -328,7 +298,7 @@ static int rank_mismatch(int rank, int nranks, void *arg)
         for (int l = 0; l < info.nlevels; ++l) {
             nsp_request_free(t.req[l]);
         }
-        if (memcmp(t.head, t.ref, (size_t)t.rows * 4 * 2) != 0) {
+        if (memcmp(t.b.head, t.b.ref, (size_t)t.b.rows * 4 * 2) != 0) {
             FAIL("matching exchange after a mismatch gave wrong data");
         }
     }
@@ -392,8 +362,8 @@ static int rank_dead_peer(int rank, int nranks, void *arg)
     p.heads      = nranks;
     p.head_dim   = 16;
     p.elem_size  = 4;
-    p.src        = t.seq;
-    p.dst        = t.head;
+    p.src        = t.b.seq;
+    p.dst        = t.b.head;
     t0 = mp_now();
     st = nsp_a2a_post(c.tree, lay, &p, t.req);
     if (st == NSP_OK) {

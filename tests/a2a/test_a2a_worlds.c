@@ -9,12 +9,17 @@
  *               they run exchanges first; then A's exchanges on all ranks
  *               (per-world operation numbers: B's do not shift A's tags)
  *   threads     two threads per process, each with its own world, running
- *               exchanges at the same time (run under ThreadSanitizer by
- *               scripts/test.sh)
+ *               exchanges at the same time, then allocating mapped regions
+ *               (nsp_mem_alloc) and exchanging from them (mapped = 1) at the
+ *               same time: the process-wide count of live regions and each
+ *               world's count of mapped levels stay right (run under
+ *               ThreadSanitizer by scripts/test.sh)
  */
 #include "nspcomm.h"
 
 #include "a2a_ref.h"
+#include "attn_sp/nested_a2a.h"
+#include "transport/transport.h"
 #include "../mp.h"
 #include "../tap.h"
 
@@ -261,6 +266,60 @@ out:
 
 /* ---- the threads case: one world per thread ------------------------------ */
 
+/* One s2h from a mapped region of `comm` (mapped = 1) against the
+ * reference; the region is freed after. Counts what this world read in
+ * place or fell back (nsp_a2a_mapped_counts: its own, not the other
+ * thread's world's) and that the process holds a live region meanwhile. */
+static int mapped_trip(nsp_comm_t *comm, nsp_tree_t *tree, const nsp_plan_t *plan, int rank,
+                       int heads, int *checks)
+{
+    nsp_layout_t     *lay = NULL;
+    nsp_layout_info_t info;
+    nsp_a2a_params_t  p;
+    nsp_request_t    *req[MAX_LEVEL];
+    xbufs_t           b;
+    void             *region = NULL;
+    uint64_t          m0 = 0, f0 = 0, m1 = 0, f1 = 0;
+    int               live = 0, rc = 1;
+
+    memset(&b, 0, sizeof(b));
+    if (nsp_layout_create(plan, 0, rank, &lay) != NSP_OK || nsp_layout_query(lay, &info) ||
+        xbufs_init(&b, plan, rank, heads, 2, 2) != 0) {
+        FAIL("setup: %s", nsp_last_error());
+    }
+    if (nsp_mem_alloc(comm, (size_t)b.T * (size_t)heads * b.row + 64, &region) != NSP_OK) {
+        FAIL("nsp_mem_alloc: %s", nsp_last_error());
+    }
+    memcpy(region, b.seq, (size_t)b.T * (size_t)heads * b.row);
+    nsp_tp_ucx_regions_live(&live);
+    nsp_a2a_mapped_counts(comm, &m0, &f0);
+    params_init(&p, NSP_A2A_SEQ_TO_HEAD, heads, 2, 2);
+    p.field_mask = NSP_A2A_FIELD_MAPPED;
+    p.mapped     = 1;
+    p.src        = region;
+    p.dst        = b.head;
+    if (nsp_a2a_post(tree, lay, &p, req) != NSP_OK || wait_free(req, info.nlevels) != NSP_OK ||
+        memcmp(b.head, b.ref, (size_t)b.rows * b.row) != 0) {
+        FAIL("mapped s2h: %s", nsp_last_error());
+    }
+    nsp_a2a_mapped_counts(comm, &m1, &f1);
+    if (live < 1 || m1 + f1 - m0 - f0 != (uint64_t)(info.nlevels - 1)) {
+        FAIL("mapped s2h: %d live region(s), %llu levels read in place and %llu fell back "
+             "of %d", live, (unsigned long long)(m1 - m0), (unsigned long long)(f1 - f0),
+             info.nlevels - 1);
+    }
+    *checks += 1;
+    rc = 0;
+out:
+    if (region != NULL && nsp_mem_free(comm, region) != NSP_OK) {
+        mp_note("nsp_mem_free: %s", nsp_last_error());
+        rc = 1;
+    }
+    xbufs_free(&b);
+    nsp_layout_free(lay);
+    return rc;
+}
+
 typedef struct thread_arg {
     nsp_unique_id_t id;
     int             rank, checks, rc;
@@ -286,6 +345,8 @@ static void *thread_body(void *argp)
         snprintf(t->why, sizeof(t->why), "world: %s", nsp_last_error());
     } else if (round_trips(tree, plan, t->rank, heads, 2, 4, &t->checks) != 0) {
         snprintf(t->why, sizeof(t->why), "exchanges: %s", nsp_last_error());
+    } else if (mapped_trip(comm, tree, plan, t->rank, heads, &t->checks) != 0) {
+        snprintf(t->why, sizeof(t->why), "mapped exchange: %s", nsp_last_error());
     } else {
         t->rc = 0;
     }
@@ -317,7 +378,7 @@ static int case_threads(const worlds_case_t *wc, int rank)
         pthread_join(th[k], NULL);
     }
     for (int k = 0; k < 2; ++k) {
-        if (t[k].rc != 0 || t[k].checks != 9) {
+        if (t[k].rc != 0 || t[k].checks != 10) {
             mp_note("thread %d: %s (%d checks)", k, t[k].why, t[k].checks);
             return 1;
         }
@@ -419,6 +480,7 @@ int main(void)
              3 * 2 + 1 + 4);
     run_case(CASE_TWO_WORLDS, "two worlds in one process: exchanges on B do not shift A's",
              2 * 2 + 1);
-    run_case(CASE_THREADS, "two threads, a world each, exchanging at the same time", 18);
+    run_case(CASE_THREADS, "two threads, a world each, exchanging (plain and from mapped "
+             "regions) at the same time", 20);
     return tap_done();
 }

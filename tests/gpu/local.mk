@@ -44,12 +44,24 @@ tests_gpu_test_streams_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_gpu_test_streams_cuda_LDADD = $(GPU_TEST_LIBS) $(CUDA_LIBS)
 endif
 
-# perf/gpu_check: the kernels on realistic shapes, bit-exact and timed; run
-# with the tests above by perf/gpu_check.sh on a machine with a GPU.
-dist_noinst_SCRIPTS += perf/gpu_check.sh
+# perf/gpu_check: the kernels on realistic shapes, bit-exact and timed.
+dist_noinst_SCRIPTS += perf/gpu_check.sh perf/gpu_check_run.sh
+GPU_CHECK_TARGETS = tests/gpu/test_pack_map tests/gpu/test_reduce_map \
+	tests/gpu/test_nccl_backend
 if NSP_CUDA
 noinst_PROGRAMS += perf/gpu_check
 perf_gpu_check_SOURCES = perf/gpu_check.c
 perf_gpu_check_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools $(CUDA_CPPFLAGS)
 perf_gpu_check_LDADD = tools/libnsptools.la libnspcomm.la libnspcomm_planner.la $(CUDA_LIBS)
+GPU_CHECK_TARGETS += tests/gpu/test_pack_cuda tests/gpu/test_streams_cuda \
+	tests/gpu/test_nattn_cuda tests/gpu/test_reduce_cuda perf/gpu_check
 endif
+
+# The GPU check (docs/gpu.md) with this build: `make gpu-check` builds the
+# GPU tests and perf/gpu_check, then runs them in order with a PASS/FAIL
+# summary (perf/gpu_check_run.sh; exit 77, skip, where no GPU is usable).
+# perf/gpu_check.sh configures a build tree for it on a bare checkout.
+gpu-check-programs: $(GPU_CHECK_TARGETS)
+gpu-check: gpu-check-programs
+	$(SHELL) $(top_srcdir)/perf/gpu_check_run.sh $(abs_top_builddir) $(GPU_CHECK_FLAGS)
+.PHONY: gpu-check gpu-check-programs

@@ -31,7 +31,7 @@
  * gated head-to-sequence, level 0 on the CUDA engine), not a GPU kernel.
  */
 #include "nspcomm.h"
-#include "attn_sp/attn_mem.h"
+#include "attn_sp/memtype.h"
 #include "attn_sp/attn_reduce_map.h"
 #include "attn_sp/nested_a2a.h"
 #include "common/log.h"
@@ -522,7 +522,7 @@ static void test_refusals(fixture_t *f)
                "set_stream(NULL attn) is refused");
 }
 
-/* ---- the memory table's conversions on the device ------------------------ */
+/* ---- the memory type's conversions on the device (its reduce ops) --------- */
 
 static void test_mem_convert(int dtype, const char *name)
 {
@@ -540,16 +540,16 @@ static void test_mem_convert(int dtype, const char *name)
         nsp_rd_store(dtype, h16, i, urand() * 4.0f);
     }
     ok = ok && cudaMemcpy(d16, h16, N * es, cudaMemcpyHostToDevice) == cudaSuccess &&
-         nsp_attn_mem_host.to_f32(dtype, N, h16, w32, NULL) == NSP_OK &&
-         nsp_attn_mem_cuda.to_f32(dtype, N, d16, d32, s) == NSP_OK &&
-         nsp_attn_mem_cuda.sync(s) == NSP_OK && dev_equal(d32, w32, sizeof(float) * N);
+         nsp_memtype_host.reduce->to_f32(dtype, N, h16, w32, NULL) == NSP_OK &&
+         nsp_memtype_cuda.reduce->to_f32(dtype, N, d16, d32, s) == NSP_OK &&
+         nsp_memtype_cuda.attn->sync(s) == NSP_OK && dev_equal(d32, w32, sizeof(float) * N);
     tap_ok(ok, "%s: the cuda table widens %d elements to float32 as the host table, bit for "
                "bit%s%s", name, N, ok ? "" : ": ", ok ? "" : nsp_last_error());
     ok = f && w16 && d32 && cudaMemcpy(d32, f, sizeof(float) * N, cudaMemcpyHostToDevice) ==
                                 cudaSuccess &&
-         nsp_attn_mem_host.from_f32(dtype, N, f, w16, NULL) == NSP_OK &&
-         nsp_attn_mem_cuda.from_f32(dtype, N, d32, d16, s) == NSP_OK &&
-         nsp_attn_mem_cuda.sync(s) == NSP_OK && dev_equal(d16, w16, N * es);
+         nsp_memtype_host.reduce->from_f32(dtype, N, f, w16, NULL) == NSP_OK &&
+         nsp_memtype_cuda.reduce->from_f32(dtype, N, d32, d16, s) == NSP_OK &&
+         nsp_memtype_cuda.attn->sync(s) == NSP_OK && dev_equal(d16, w16, N * es);
     tap_ok(ok, "%s: the cuda table rounds %d float32 (overflow included) as the host table, bit "
                "for bit%s%s", name, N, ok ? "" : ": ", ok ? "" : nsp_last_error());
     if (s != NULL) {

@@ -7,14 +7,15 @@
  *   - the replica sum against a sum computed here in double
  *   - the partial merge against the host nsp_attn_merge(), bit for bit
  *   - the conversion (dtype <-> float32) against the host path's
- *     nsp_reduce_to_f32 / nsp_reduce_from_f32 and the host memory table's
- *     to_f32 / from_f32, bit for bit: every 16-bit pattern widened,
- *     200000 floats (overflow, NaN, subnormals included) rounded
- *   - the memory tables: device entries refuse what the device path
- *     cannot do (ring levels, the host reference kernel), the host entry
- *     refuses a stream, host buffers grow
+ *     nsp_reduce_to_f32 / nsp_reduce_from_f32 and the host memory type's
+ *     reduce ops to_f32 / from_f32, bit for bit: every 16-bit pattern
+ *     widened, 200000 floats (overflow, NaN, subnormals included) rounded
+ *   - the memory tables of the memory types (memtype.h): device entries
+ *     refuse what the device path cannot do (ring levels, the host
+ *     reference kernel; a build without CUDA has no cuda entry and says
+ *     how to get one), the host entry refuses a stream, host buffers grow
  */
-#include "attn_sp/attn_mem.h"
+#include "attn_sp/memtype.h"
 #include "attn_sp/attn_reduce.h"
 #include "attn_sp/attn_reduce_map.h"
 #include "common/log.h"
@@ -219,13 +220,14 @@ static void test_convert(int dtype, const char *name)
         int         n   = dtype == NSP_RD_FP32 ? NR : NW;
         widen_same = nsp_rd_convert_host(dtype, NSP_RD_FP32, n, src, w[0]) == NSP_OK &&
                      nsp_reduce_to_f32(dtype, (size_t)n, src, w[1]) == NSP_OK &&
-                     nsp_attn_mem_host.to_f32(dtype, (size_t)n, src, w[2], NULL) == NSP_OK &&
+                     nsp_memtype_host.reduce->to_f32(dtype, (size_t)n, src, w[2], NULL) ==
+                         NSP_OK &&
                      memcmp(w[0], w[1], sizeof(float) * n) == 0 &&
                      memcmp(w[0], w[2], sizeof(float) * n) == 0;
     }
     round_same = nsp_rd_convert_host(NSP_RD_FP32, dtype, NR, f, r[0]) == NSP_OK &&
                  nsp_reduce_from_f32(dtype, NR, f, r[1]) == NSP_OK &&
-                 nsp_attn_mem_host.from_f32(dtype, NR, f, r[2], NULL) == NSP_OK &&
+                 nsp_memtype_host.reduce->from_f32(dtype, NR, f, r[2], NULL) == NSP_OK &&
                  memcmp(r[0], r[1], es * NR) == 0 && memcmp(r[0], r[2], es * NR) == 0;
     tap_ok(widen_same, "%s conversion to float32 = nsp_reduce_to_f32 = host table, bit for "
                        "bit (%d values)", name, dtype == NSP_RD_FP32 ? NR : NW);
@@ -249,35 +251,46 @@ static void test_convert_args(void)
                "conversion: NULL src with work is rejected");
     tap_is_int(nsp_rd_convert_host(NSP_RD_FP32, NSP_RD_BF16, 0, NULL, NULL), NSP_OK,
                "conversion: n = 0 with NULL buffers is a no-op");
-    tap_is_int(nsp_attn_mem_host.sync(NULL), NSP_OK, "host table: sync is a no-op");
+    tap_is_int(nsp_memtype_host.attn->sync(NULL), NSP_OK, "host table: sync is a no-op");
 }
 
 static void test_mem_tables(void)
 {
-    nsp_layout_level_t ring, ulysses;
-    void              *p = NULL;
-    size_t             cap = 0;
+    nsp_layout_level_t    ring, ulysses;
+    void                 *p = NULL;
+    size_t                cap = 0;
+    const nsp_memtype_t  *cuda = NULL;
+    const nsp_attn_mem_t *host = nsp_memtype_host.attn;
+    nsp_status_t          found = nsp_memtype_find("cuda", &cuda);
 
     memset(&ring, 0, sizeof(ring));
     ring.degree = 4, ring.ring = 2, ring.ulysses = 2;
     ulysses = ring;
     ulysses.ring = 1, ulysses.ulysses = 4;
-    tap_is_int(nsp_attn_mem_host.check_level(1, &ring), NSP_OK, "host memory runs ring levels");
-    tap_is_int(nsp_attn_mem_cuda.check_level(1, &ring), NSP_ERR_UNSUPPORTED,
-               "%s memory refuses a ring level: %s", nsp_attn_mem_cuda.name, nsp_last_error());
-    tap_is_int(nsp_attn_mem_cuda.check_kernel(1), NSP_ERR_UNSUPPORTED,
-               "%s memory refuses the host reference kernel: %s", nsp_attn_mem_cuda.name,
-               nsp_last_error());
-    tap_is_int(nsp_attn_mem_host.check_stream((void *)0x1), NSP_ERR_UNSUPPORTED,
+    tap_is_int(host->check_level(1, &ring), NSP_OK, "host memory runs ring levels");
+    if (cuda != NULL) {
+        tap_is_int(cuda->attn->check_level(1, &ring), NSP_ERR_UNSUPPORTED,
+                   "%s memory refuses a ring level: %s", cuda->name, nsp_last_error());
+        tap_is_int(cuda->attn->check_kernel(1), NSP_ERR_UNSUPPORTED,
+                   "%s memory refuses the host reference kernel: %s", cuda->name,
+                   nsp_last_error());
+    } else {
+        tap_is_int(found, NSP_ERR_UNSUPPORTED, "a build without CUDA has no cuda memory type: "
+                   "%s", nsp_last_error());
+        tap_ok(strstr(nsp_last_error(), "--with-cuda") != NULL, "and says how to build it");
+    }
+    tap_is_int(host->check_stream((void *)0x1), NSP_ERR_UNSUPPORTED,
                "host memory refuses a stream: %s", nsp_last_error());
-    tap_is_int(nsp_attn_mem_host.check_level(1, &ulysses) | nsp_attn_mem_host.check_kernel(1) |
-                   nsp_attn_mem_host.check_stream(NULL),
+    tap_is_int(host->check_level(1, &ulysses) | host->check_kernel(1) |
+                   host->check_stream(NULL),
                NSP_OK, "host memory: Ulysses level, reference kernel, no stream");
-    tap_ok(nsp_attn_mem_host.buffer(&p, &cap, 0) == NSP_OK && p != NULL && cap == 1 &&
-               nsp_attn_mem_host.buffer(&p, &cap, 4096) == NSP_OK && cap == 4096,
+    tap_ok(host->buffer(&p, &cap, 0) == NSP_OK && p != NULL && cap == 1 &&
+               host->buffer(&p, &cap, 4096) == NSP_OK && cap == 4096,
            "host buffers: at least one byte, then grown to 4096");
-    nsp_attn_mem_host.release(p);
-    nsp_attn_mem_cuda.release(NULL);
+    host->release(p);
+    if (cuda != NULL) {
+        cuda->attn->release(NULL);
+    }
 }
 
 int main(void)

@@ -1,16 +1,19 @@
 /*
- * Nested attention's memory ops on device memory (attn_mem.h; CUDA
- * builds): head-sharded buffers from cudaMalloc on the current device,
- * the caller's kernel on the caller's stream, Ulysses levels (and level 0),
- * dK/dV widened to float32 and rounded back by the conversion kernel
- * (attn_reduce_cuda.h) on the caller's stream. Ring levels are refused:
- * their partial merges and KV passing run on the host (ring_attn.c).
+ * The CUDA memory type (memtype.h; CUDA builds): buffers in device memory
+ * of the current device, moved by a device transport (NCCL). The nested
+ * all-to-all runs the device engine (nested_a2a_device.c) on the CUDA
+ * runtime (devops_cuda.c) with the CUDA pack kernels (pack_cuda.h).
+ * Nested attention: head-sharded buffers from cudaMalloc, the caller's
+ * kernel on the caller's stream, Ulysses levels (and level 0), dK/dV
+ * widened to float32 and rounded back by the conversion kernel (the
+ * reduce ops of attn_reduce_cuda.c) on the caller's stream. Ring levels
+ * are refused: their partial merges and KV passing run on the host
+ * (ring_attn.c).
  */
 #include "config.h"
 
-#include "attn_sp/attn_mem.h"
-#include "attn_sp/attn_reduce_cuda.h"
-#include "attn_sp/attn_reduce_map.h"
+#include "attn_sp/memtype.h"
+
 #include "common/log.h"
 #include "streams/cuda_util.h"
 
@@ -69,34 +72,28 @@ static void cuda_release(void *ptr)
     }
 }
 
-/* The conversion kernel (attn_reduce_cuda.h) on the caller's stream;
- * nsp_attn_dtype_t values are the kernels' NSP_RD_* values. */
-static nsp_status_t cuda_to_f32(nsp_attn_dtype_t dtype, size_t n, const void *src, float *dst,
-                                void *stream)
-{
-    return nsp_cuda_convert((int)dtype, NSP_RD_FP32, (int64_t)n, src, dst, stream);
-}
-
-static nsp_status_t cuda_from_f32(nsp_attn_dtype_t dtype, size_t n, const float *src, void *dst,
-                                  void *stream)
-{
-    return nsp_cuda_convert(NSP_RD_FP32, (int)dtype, (int64_t)n, src, dst, stream);
-}
-
 static nsp_status_t cuda_sync(void *stream)
 {
     NSP_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream), AM_WHAT);
     return NSP_OK;
 }
 
-const nsp_attn_mem_t nsp_attn_mem_cuda = {
+static const nsp_attn_mem_t cuda_attn = {
     .name         = "cuda",
     .check_kernel = cuda_check_kernel,
     .check_level  = cuda_check_level,
     .check_stream = cuda_check_stream,
     .buffer       = cuda_buffer,
     .release      = cuda_release,
-    .to_f32       = cuda_to_f32,
-    .from_f32     = cuda_from_f32,
     .sync         = cuda_sync,
+};
+
+const nsp_memtype_t nsp_memtype_cuda = {
+    .name   = "cuda",
+    .mem    = NSP_MEM_CUDA,
+    .engine = &nsp_a2a_engine_device,
+    .devops = &nsp_devops_cuda,
+    .pack   = &nsp_pack_ops_cuda,
+    .reduce = &nsp_reduce_ops_cuda,
+    .attn   = &cuda_attn,
 };
