@@ -73,10 +73,9 @@ void a2a_traffic_make(perf_ctx_t *c, const nsp_plan_t *plan, traffic_t *tr)
     free(matrix);
 }
 
-double a2a_traffic_check(perf_ctx_t *c, runner_t *r)
+double a2a_traffic_check(const perf_ctx_t *c, const traffic_t *tr)
 {
-    const traffic_t *tr = &r->tr;
-    double           wrong = 0;
+    double wrong = 0;
 
     for (int p = 0; p < c->nranks; ++p) {
         for (size_t k = 0; k < tr->rc[p]; ++k) {
@@ -86,25 +85,58 @@ double a2a_traffic_check(perf_ctx_t *c, runner_t *r)
     return wrong / (double)c->opts.elem;
 }
 
-static void tp_call(perf_ctx_t *c, runner_t *r)
+void a2a_traffic_free(traffic_t *tr)
 {
+    free(tr->sc);
+    free(tr->send);
+    free(tr->recv);
+    memset(tr, 0, sizeof(*tr));
+}
+
+/* ---- the method ----------------------------------------------------------- */
+
+typedef struct tp_same {
+    traffic_t tr;
+    uint32_t  seq; /* tags of its posts */
+} tp_same_t;
+
+static void tp_call(perf_ctx_t *c, void *state, double *phase_s)
+{
+    tp_same_t         *t = state;
     nsp_tp_comm_t     *w = nsp_comm_tp(c->comm);
-    nsp_tp_alltoallv_t a = {.sendbuf = r->tr.send, .sendcounts = r->tr.sc, .sdispls = r->tr.sd,
-                            .recvbuf = r->tr.recv, .recvcounts = r->tr.rc, .rdispls = r->tr.rd};
+    nsp_tp_alltoallv_t a = {.sendbuf = t->tr.send, .sendcounts = t->tr.sc, .sdispls = t->tr.sd,
+                            .recvbuf = t->tr.recv, .recvcounts = t->tr.rc, .rdispls = t->tr.rd};
     nsp_request_t     *req;
 
-    PCHECK(c, w->ops->alltoallv_post(w, &a, NSP_TP_TAG(NSP_TP_TAG_CLASS_USER, r->seq++), NULL,
+    (void)phase_s;
+    PCHECK(c, w->ops->alltoallv_post(w, &a, NSP_TP_TAG(NSP_TP_TAG_CLASS_USER, t->seq++), NULL,
                                      &req), "alltoallv post");
     PCHECK(c, nsp_request_wait(req), "alltoallv wait");
     nsp_request_free(req);
 }
 
-void a2a_tp_init(perf_ctx_t *c, runner_t *r, const nsp_plan_t *plan)
+static double tp_check(perf_ctx_t *c, void *state)
 {
-    memset(r, 0, sizeof(*r));
-    r->name  = "tp-same";
-    r->call  = tp_call;
-    r->check = a2a_traffic_check;
-    a2a_traffic_make(c, plan, &r->tr);
-    r->offrank = r->tr.offrank;
+    return a2a_traffic_check(c, &((tp_same_t *)state)->tr);
 }
+
+static void tp_free(perf_ctx_t *c, void *state)
+{
+    (void)c;
+    a2a_traffic_free(&((tp_same_t *)state)->tr);
+    free(state);
+}
+
+static const a2a_row_ops_t tp_ops = {.call = tp_call, .check = tp_check, .free = tp_free};
+
+static void setup_tp(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+{
+    tp_same_t *t = a2a_xcalloc(sizeof(*t));
+
+    a2a_traffic_make(c, plans->nested, &t->tr);
+    a2a_row_add(c, rows, "tp-same", &tp_ops, t, t->tr.offrank);
+}
+
+const a2a_method_t a2a_method_tp_same = {
+    .name = "tp-same", .setup = setup_tp,
+    .help = "nspcomm's transport alltoallv on exactly the nested traffic, no pack"};
