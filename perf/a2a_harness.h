@@ -32,7 +32,7 @@ typedef struct a2a_result {
     double      wrong;      /* elements wrong, summed over ranks; -1: not checked */
     int         nphases;
     const char *phase[A2A_MAX_PHASES];
-    double      phase_us[A2A_MAX_PHASES]; /* per call, mean over ranks */
+    double      phase_us[A2A_MAX_PHASES]; /* per call: median over reps of the mean over ranks */
     a2a_ucx_per_call_t ucx;
 } a2a_result_t;
 

@@ -148,7 +148,8 @@ static void print_phases(const a2a_size_out_t *z)
         if (r->nphases == 0) {
             continue;
         }
-        printf("%s %s", any++ ? " |" : "#  phases (us per call, mean over ranks):", r->method);
+        printf("%s %s", any++ ? " |" : "#  phases (us per call; median over reps of the mean over "
+                                     "ranks):", r->method);
         for (int p = 0; p < r->nphases; ++p) {
             printf(" %s %.1f", r->phase[p], r->phase_us[p]);
         }

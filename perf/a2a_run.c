@@ -31,7 +31,7 @@
 
 typedef struct a2a_row a2a_row_t;
 
-void a2a_timed_calls(perf_ctx_t *c, a2a_row_t *r, int calls);
+void a2a_timed_calls(perf_ctx_t *c, a2a_row_t *r, int calls, double *phase_s);
 
 struct a2a_row {
     char                 name[A2A_NAME_LEN];
@@ -39,7 +39,7 @@ struct a2a_row {
     void                *state;
     double               offrank;   /* bytes to other ranks per call, this rank */
     double              *t, *cpu;   /* [reps] seconds per call in each repetition */
-    double               phase_s[A2A_MAX_PHASES]; /* over all timed calls */
+    double              *ph;        /* [reps][A2A_MAX_PHASES] the same of each phase */
     nsp_tp_ucx_stats_t   ucx;       /* over all timed calls */
     int                  calls;
 };
@@ -65,6 +65,7 @@ void a2a_row_add(const perf_ctx_t *c, a2a_rows_t *rows, const char *name,
     r->offrank = offrank;
     r->t       = a2a_xcalloc(sizeof(double) * (size_t)c->opts.reps);
     r->cpu     = a2a_xcalloc(sizeof(double) * (size_t)c->opts.reps);
+    r->ph      = a2a_xcalloc(sizeof(double) * (size_t)c->opts.reps * A2A_MAX_PHASES);
 }
 
 int a2a_method_selected(const perf_ctx_t *c, int k)
@@ -100,10 +101,11 @@ static void ucx_add_delta(nsp_tp_ucx_stats_t *acc, const nsp_tp_ucx_stats_t *a,
 /* The timed calls alone, in a function of their own (never inlined) so a
  * profiler can count just them: perf/a2a_profile.sh runs callgrind with
  * --toggle-collect=a2a_timed_calls. */
-__attribute__((noinline)) void a2a_timed_calls(perf_ctx_t *c, a2a_row_t *r, int calls)
+__attribute__((noinline)) void a2a_timed_calls(perf_ctx_t *c, a2a_row_t *r, int calls,
+                                               double *phase_s)
 {
     for (int i = 0; i < calls; ++i) {
-        r->ops->call(c, r->state, r->phase_s);
+        r->ops->call(c, r->state, phase_s);
     }
 }
 
@@ -111,15 +113,18 @@ __attribute__((noinline)) void a2a_timed_calls(perf_ctx_t *c, a2a_row_t *r, int 
 static void time_block(perf_ctx_t *c, a2a_row_t *r, int rep, int calls)
 {
     nsp_tp_ucx_stats_t u0, u1;
-    double             t0, c0;
+    double             t0, c0, *ph = r->ph + (size_t)rep * A2A_MAX_PHASES;
 
     PCHECK(c, nsp_comm_barrier(c->comm), "barrier");
     ucx_now(c, &u0);
     c0 = cpu_now_s();
     t0 = nsp_now_s();
-    a2a_timed_calls(c, r, calls);
+    a2a_timed_calls(c, r, calls, ph);
     r->t[rep]   = (nsp_now_s() - t0) / calls;
     r->cpu[rep] = (cpu_now_s() - c0) / calls;
+    for (int k = 0; k < A2A_MAX_PHASES; ++k) {
+        ph[k] /= calls;
+    }
     ucx_now(c, &u1);
     ucx_add_delta(&r->ucx, &u0, &u1);
     r->calls += calls;
@@ -145,20 +150,24 @@ static void time_rows(perf_ctx_t *c, a2a_rows_t *rows)
     }
 }
 
-/* What one rank reports of one row, gathered: [reps] times, [reps] CPU
- * times, phases, UCX counters per call, wrong, off-rank bytes. */
-enum { G_PHASE = 0, G_UCX = G_PHASE + A2A_MAX_PHASES, G_WRONG = G_UCX + 5, G_OFF, G_FIXED };
+/* What one rank reports of one row, gathered: per repetition (PER_REP
+ * columns of reps values each) the time, the CPU time and each phase per
+ * call; then UCX counters per call, wrong, off-rank bytes. */
+enum { R_TIME, R_CPU, R_PHASE, PER_REP = R_PHASE + A2A_MAX_PHASES };
+enum { G_UCX = 0, G_WRONG = G_UCX + 5, G_OFF, G_FIXED };
 
 static void row_pack(const perf_ctx_t *c, const a2a_row_t *r, double wrong, double *v)
 {
     int    reps  = c->opts.reps;
     double calls = r->calls > 0 ? r->calls : 1;
-    double *fix  = v + 2 * reps;
+    double *fix  = v + PER_REP * reps;
 
-    memcpy(v, r->t, sizeof(double) * (size_t)reps);
-    memcpy(v + reps, r->cpu, sizeof(double) * (size_t)reps);
+    memcpy(v + R_TIME * reps, r->t, sizeof(double) * (size_t)reps);
+    memcpy(v + R_CPU * reps, r->cpu, sizeof(double) * (size_t)reps);
     for (int k = 0; k < A2A_MAX_PHASES; ++k) {
-        fix[G_PHASE + k] = r->phase_s[k] / calls;
+        for (int b = 0; b < reps; ++b) {
+            v[(R_PHASE + k) * reps + b] = r->ph[(size_t)b * A2A_MAX_PHASES + k];
+        }
     }
     fix[G_UCX + 0] = (double)r->ucx.sends / calls;
     fix[G_UCX + 1] = (double)r->ucx.sends_rndv / calls;
@@ -193,14 +202,14 @@ static double mean_fixed(const perf_ctx_t *c, const double *all, int stride, int
     double sum = 0;
 
     for (int q = 0; q < c->nranks; ++q) {
-        sum += all[(size_t)q * stride + 2 * c->opts.reps + k];
+        sum += all[(size_t)q * stride + PER_REP * c->opts.reps + k];
     }
     return sum / c->nranks;
 }
 
 static void row_result(perf_ctx_t *c, const a2a_row_t *r, size_t bytes, a2a_result_t *res)
 {
-    int          stride = 2 * c->opts.reps + G_FIXED;
+    int          reps = c->opts.reps, stride = PER_REP * reps + G_FIXED;
     double      *v = a2a_xmalloc(sizeof(double) * (size_t)stride);
     double      *all = a2a_xmalloc(sizeof(double) * (size_t)stride * (size_t)c->nranks);
     double       wrong = c->opts.check ? r->ops->check(c, r->state) : 0;
@@ -208,8 +217,8 @@ static void row_result(perf_ctx_t *c, const a2a_row_t *r, size_t bytes, a2a_resu
 
     row_pack(c, r, wrong, v);
     PCHECK(c, nsp_comm_allgather(c->comm, v, all, sizeof(double) * (size_t)stride), "allgather");
-    over_reps(c, all, stride, 0, 1, &t);
-    over_reps(c, all, stride, c->opts.reps, 0, &cpu);
+    over_reps(c, all, stride, R_TIME * reps, 1, &t);
+    over_reps(c, all, stride, R_CPU * reps, 0, &cpu);
     memset(res, 0, sizeof(*res));
     snprintf(res->method, sizeof(res->method), "%s", r->name);
     res->bytes       = bytes;
@@ -223,8 +232,10 @@ static void row_result(perf_ctx_t *c, const a2a_row_t *r, size_t bytes, a2a_resu
     res->busbw       = mean_fixed(c, all, stride, G_OFF) / t.median / 1e9;
     res->wrong       = c->opts.check ? mean_fixed(c, all, stride, G_WRONG) * c->nranks : -1;
     for (int k = 0; k < A2A_MAX_PHASES && r->ops->phases[k] != NULL; ++k) {
+        perf_stats_t ph;
+        over_reps(c, all, stride, (R_PHASE + k) * reps, 0, &ph);
         res->phase[k]    = r->ops->phases[k];
-        res->phase_us[k] = mean_fixed(c, all, stride, G_PHASE + k) * 1e6;
+        res->phase_us[k] = ph.median * 1e6;
         res->nphases     = k + 1;
     }
     res->ucx.sends         = mean_fixed(c, all, stride, G_UCX + 0);
@@ -268,6 +279,7 @@ void a2a_run_size(perf_ctx_t *c, const nsp_plan_t *real, size_t bytes, a2a_size_
         }
         free(r->t);
         free(r->cpu);
+        free(r->ph);
     }
     a2a_plans_free(&plans);
     free(rows);
