@@ -34,6 +34,8 @@ typedef struct a2a_result {
     const char *phase[A2A_MAX_PHASES];
     double      phase_us[A2A_MAX_PHASES]; /* per call: median over reps of the mean over ranks */
     a2a_ucx_per_call_t ucx;
+    int                has_copies; /* the row's method accounts for its copies */
+    a2a_copies_t       copies;     /* bytes per call, mean over ranks */
 } a2a_result_t;
 
 /* Every row of one size, in table order. */

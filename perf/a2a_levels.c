@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct levels {
     a2a_nested_t *part[A2A_MAX_LEVELS]; /* owned by the level-dN rows */
@@ -45,8 +46,24 @@ static void levels_free(perf_ctx_t *c, void *state)
     free(state);
 }
 
+static void levels_copies(perf_ctx_t *c, void *state, a2a_copies_t *out)
+{
+    levels_t *L = state;
+
+    memset(out, 0, sizeof(*out));
+    for (int k = 0; k < L->n; ++k) {
+        a2a_copies_t one;
+        a2a_nested_ops.copies(c, L->part[k], &one);
+        out->level0 += one.level0;
+        out->self += one.self;
+        out->pack += one.pack;
+        out->wire += one.wire;
+        out->unpack += one.unpack;
+    }
+}
+
 static const a2a_row_ops_t levels_ops = {
-    .call = levels_call, .check = levels_check, .free = levels_free,
+    .call = levels_call, .check = levels_check, .free = levels_free, .copies = levels_copies,
     .phases = {"start", "wait"}};
 
 /* Nothing to do with one level: the levels row would be nested itself. */

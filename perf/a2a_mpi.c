@@ -85,7 +85,13 @@ static void mpi_free(perf_ctx_t *c, void *state)
     free(m);
 }
 
-static const a2a_row_ops_t mpi_ops = {.call = mpi_call, .check = mpi_check, .free = mpi_free};
+static void mpi_copies(perf_ctx_t *c, void *state, a2a_copies_t *out)
+{
+    a2a_traffic_copies(c, &((mpi_raw_t *)state)->tr, out);
+}
+
+static const a2a_row_ops_t mpi_ops = {.call = mpi_call, .check = mpi_check, .free = mpi_free,
+                                      .copies = mpi_copies};
 
 /* MPI_Alltoallv on exactly the traffic of `plan`'s exchange. */
 static void add_raw(perf_ctx_t *c, a2a_rows_t *rows, const char *name, const nsp_plan_t *plan)
@@ -172,8 +178,13 @@ static void mpack_free(perf_ctx_t *c, void *state)
     free(r);
 }
 
+static void mpack_copies(perf_ctx_t *c, void *state, a2a_copies_t *out)
+{
+    a2a_nested_copies(c, ((mpack_t *)state)->lay, 1, out);
+}
+
 static const a2a_row_ops_t mpack_ops = {
-    .call = mpack_call, .check = mpack_check, .free = mpack_free,
+    .call = mpack_call, .check = mpack_check, .free = mpack_free, .copies = mpack_copies,
     .phases = {"pack", "alltoallv", "unpack"}};
 
 static void setup_mpack(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)

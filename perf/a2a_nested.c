@@ -13,6 +13,7 @@
 
 #include "a2a_perf.h"
 
+#include "attn_sp/nested_a2a.h"
 #include "transport/request.h"
 
 #include <stdlib.h>
@@ -95,7 +96,77 @@ static void nested_free(perf_ctx_t *c, void *state)
     free(n);
 }
 
+/* ---- the copies a call makes ---------------------------------------------- */
+
+/* Bytes of the parts of level view v that move in place (direct) and of
+ * the small ones, batched (src/attn_sp/nested_a2a.c level_make_parts: at
+ * most 128 direct parts, decided by nsp_pack_seq_direct). */
+static void level_copies(const perf_ctx_t *c, const nsp_level_view_t *v, int mpi_pack,
+                         a2a_copies_t *out)
+{
+    size_t         rowb = (size_t)c->opts.head_dim * c->opts.elem;
+    size_t        *sb = a2a_xmalloc(4 * sizeof(size_t) * (size_t)v->degree);
+    unsigned char *small = a2a_xcalloc((size_t)v->nseqs + 1);
+    int            ndirect = 0;
+
+    for (int j = 0; j < v->nseqs; ++j) {
+        int direct = ndirect < 128 &&
+                     nsp_pack_seq_direct(v, j, c->opts.heads, rowb, nsp_a2a_direct_min());
+        ndirect += direct;
+        small[j] = mpi_pack || !direct;
+    }
+    PCHECK(c, nsp_pack_counts_sel(v, NULL, NSP_A2A_SEQ_TO_HEAD, c->opts.heads, rowb,
+                                  NSP_A2A_REPLICAS_FIRST, NSP_PACK_WITH_SELF, sb,
+                                  sb + v->degree, sb + 2 * v->degree, sb + 3 * v->degree),
+           "pack counts");
+    for (int p = 0; p < v->degree; ++p) {
+        *(p == v->index ? &out->self : &out->wire) += (double)sb[p];
+        out->pack += p == v->index ? 0.0 : (double)sb[p]; /* s2h packs every part */
+    }
+    PCHECK(c, nsp_pack_counts_sel(v, small, NSP_A2A_SEQ_TO_HEAD, c->opts.heads, rowb,
+                                  NSP_A2A_REPLICAS_FIRST, NSP_PACK_SKIP_SELF, sb,
+                                  sb + v->degree, sb + 2 * v->degree, sb + 3 * v->degree),
+           "pack counts");
+    for (int p = 0; p < v->degree; ++p) {
+        out->unpack += (double)sb[2 * v->degree + p];
+    }
+    free(small);
+    free(sb);
+}
+
+void a2a_nested_copies(const perf_ctx_t *c, const nsp_layout_t *lay, int mpi_pack,
+                       a2a_copies_t *out)
+{
+    nsp_layout_info_t  info;
+    nsp_layout_level_t l0;
+
+    memset(out, 0, sizeof(*out));
+    nsp_layout_query(lay, &info);
+    nsp_layout_level(lay, 0, &l0);
+    out->level0 = (double)l0.local_tokens * c->opts.heads * c->opts.head_dim * c->opts.elem;
+    for (int l = 1; l < info.nlevels; ++l) {
+        nsp_level_view_t v;
+        nsp_layout_level_view(lay, l, &v);
+        if (v.degree > 1) {
+            level_copies(c, &v, mpi_pack, out);
+        }
+    }
+}
+
+/* The mapped path copies straight from the peers once every announce
+ * agrees, which a model cannot tell: not given for nested-mapped. */
+static void nested_copies(perf_ctx_t *c, void *state, a2a_copies_t *out)
+{
+    a2a_nested_t *n = state;
+
+    a2a_nested_copies(c, n->lay, 0, out);
+}
+
 const a2a_row_ops_t a2a_nested_ops = {
+    .call = nested_call, .check = nested_check, .free = nested_free, .copies = nested_copies,
+    .phases = {"start", "wait"}};
+
+static const a2a_row_ops_t mapped_ops = {
     .call = nested_call, .check = nested_check, .free = nested_free,
     .phases = {"start", "wait"}};
 
@@ -163,7 +234,7 @@ static void add_nested(perf_ctx_t *c, a2a_rows_t *rows, const char *name, const 
 {
     a2a_nested_t *n = a2a_nested_new(c, plan, serial, mapped, oneshot);
 
-    a2a_row_add(c, rows, name, &a2a_nested_ops, n, n->offrank);
+    a2a_row_add(c, rows, name, mapped ? &mapped_ops : &a2a_nested_ops, n, n->offrank);
 }
 
 static void setup_nested(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)

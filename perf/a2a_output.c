@@ -178,6 +178,33 @@ static void print_ucx(const a2a_size_out_t *z)
     }
 }
 
+static double copies_total(const a2a_copies_t *k)
+{
+    return k->level0 + k->self + k->pack + k->wire + k->unpack;
+}
+
+/* "#  copies ...": each row's account of the bytes it copies, in sizes. */
+static void print_copies(const a2a_size_out_t *z)
+{
+    int any = 0;
+
+    for (int k = 0; k < z->n; ++k) {
+        const a2a_result_t *r = &z->res[k];
+        const a2a_copies_t *p = &r->copies;
+        double              s = (double)r->bytes;
+        if (!r->has_copies) {
+            continue;
+        }
+        printf("%s %s %.2f = level0 %.2f + self %.2f + pack %.2f + wire %.2f + unpack %.2f",
+               any++ ? " |" : "#  copies (bytes per call and rank / size):", r->method,
+               copies_total(p) / s, p->level0 / s, p->self / s, p->pack / s, p->wire / s,
+               p->unpack / s);
+    }
+    if (any) {
+        printf("\n");
+    }
+}
+
 static void print_ratios(a2a_output_t *o, const a2a_size_out_t *z)
 {
     int any = 0;
@@ -235,6 +262,18 @@ static void json_row(a2a_output_t *o, const a2a_result_t *r)
     perf_json_num(w, "progress", r->ucx.progress);
     perf_json_num(w, "progress_idle", r->ucx.idle_progress);
     nsp_json_end(w);
+    if (!r->has_copies) {
+        nsp_json_null(w, "copies_bytes");
+    } else {
+        nsp_json_begin_object(w, "copies_bytes", 1);
+        perf_json_num(w, "level0", r->copies.level0);
+        perf_json_num(w, "self", r->copies.self);
+        perf_json_num(w, "pack", r->copies.pack);
+        perf_json_num(w, "wire", r->copies.wire);
+        perf_json_num(w, "unpack", r->copies.unpack);
+        perf_json_num(w, "total", copies_total(&r->copies));
+        nsp_json_end(w);
+    }
     nsp_json_end(w);
 }
 
@@ -402,6 +441,7 @@ void a2a_output_size(a2a_output_t *o, const a2a_size_out_t *z)
     }
     print_phases(z);
     print_ucx(z);
+    print_copies(z);
     print_ratios(o, z);
     fflush(stdout);
 }

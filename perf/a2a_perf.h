@@ -63,6 +63,8 @@ typedef struct perf_ctx {
     const char *mpi_pml;        /* OMPI_MCA_pml as set, or "default" */
     int         chosen_round;   /* the plan round measured */
     nsp_unique_id_t id;         /* --ranks: the forked ranks' bootstrap id */
+    FILE       *windows;        /* NSP_A2A_PERF_WINDOWS: where each rank notes when its
+                                   timed calls ran (for a profiler), or NULL */
 } perf_ctx_t;
 
 /* ---- errors and memory (a2a_data.c) --------------------------------------- */
@@ -134,6 +136,16 @@ void a2a_plans_free(perf_plans_t *p);
 #define A2A_MAX_PHASES 4   /* named parts of one call a row may time */
 #define A2A_MAX_METHODS 32 /* --methods is a 32-bit mask */
 
+/** Bytes one call copies on this rank, by kind: the method's own account
+ *  of its copies (pure arithmetic on its layout), beside the measured time. */
+typedef struct a2a_copies {
+    double level0; /* level 0's local copy (degree 1: nothing moves) */
+    double self;   /* the rank's own blocks (an alltoallv's self part) */
+    double pack;   /* strided copies into send space */
+    double wire;   /* bytes to other ranks: one copy each by rendezvous over CMA */
+    double unpack; /* copies out of receive space */
+} a2a_copies_t;
+
 /** What a row does: the calls on the state its method made for it. */
 typedef struct a2a_row_ops {
     /** One operation on this rank, timed; it may add the seconds of its
@@ -145,6 +157,8 @@ typedef struct a2a_row_ops {
     /** Release the state; NULL when another row owns it. Called on every
      *  rank in the order the rows were added (collective frees allowed). */
     void (*free)(perf_ctx_t *c, void *state);
+    /** Optional (NULL: not known): the bytes one call copies on this rank. */
+    void (*copies)(perf_ctx_t *c, void *state, a2a_copies_t *out);
     const char *phases[A2A_MAX_PHASES]; /* NULL-terminated; none: no phases */
 } a2a_row_ops_t;
 
@@ -190,6 +204,14 @@ a2a_nested_t *a2a_nested_new(perf_ctx_t *c, const nsp_plan_t *plan, int serial, 
 extern const a2a_row_ops_t a2a_nested_ops;
 double a2a_nested_offrank(const a2a_nested_t *n);
 
+/** The copies of a nested s2h of `lay` on this rank as the host path makes
+ *  them (src/attn_sp/nested_a2a.c: every byte to a peer packed, a large
+ *  sequence received in place, the small ones of a level batched and
+ *  unpacked); with `mpi_pack`, as mpi+pack makes them (everything packed
+ *  and unpacked). */
+void a2a_nested_copies(const perf_ctx_t *c, const nsp_layout_t *lay, int mpi_pack,
+                       a2a_copies_t *out);
+
 /** The nested exchange's bytes between every pair (self: what a rank
  *  keeps) as one world alltoallv, with a byte pattern to check (a2a_tp.c). */
 typedef struct traffic {
@@ -202,6 +224,8 @@ typedef struct traffic {
 void   a2a_traffic_make(perf_ctx_t *c, const nsp_plan_t *plan, traffic_t *tr);
 double a2a_traffic_check(const perf_ctx_t *c, const traffic_t *tr);
 void   a2a_traffic_free(traffic_t *tr);
+/** An alltoallv of `tr`: its self part copied, the rest on the wire. */
+void   a2a_traffic_copies(const perf_ctx_t *c, const traffic_t *tr, a2a_copies_t *out);
 
 #ifdef NSP_HAVE_MPI
 /** The out-of-band allgather over MPI_COMM_WORLD (nsp_comm_init_oob). */

@@ -3,8 +3,9 @@
  * methods add their rows; after the warm-up calls the timed calls are split
  * into --reps repetitions, and in each repetition every row runs its share
  * back to back (as nccl-tests times a loop) right after a barrier, the rows
- * in an order rotated by one per repetition, so load drift on a shared
- * machine hits every row alike and no row always follows the same one.
+ * in an order shuffled per repetition (the same shuffle on every rank), so
+ * load drift on a shared machine hits every row alike and no row always
+ * runs after the same one or in the same place.
  *
  *   time   = median over repetitions of (max over ranks of the mean wall
  *            time per call in that repetition)
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct a2a_row a2a_row_t;
 
@@ -38,6 +40,7 @@ struct a2a_row {
     const a2a_row_ops_t *ops;
     void                *state;
     double               offrank;   /* bytes to other ranks per call, this rank */
+    size_t               bytes;     /* the size */
     double              *t, *cpu;   /* [reps] seconds per call in each repetition */
     double              *ph;        /* [reps][A2A_MAX_PHASES] the same of each phase */
     nsp_tp_ucx_stats_t   ucx;       /* over all timed calls */
@@ -120,6 +123,11 @@ static void time_block(perf_ctx_t *c, a2a_row_t *r, int rep, int calls)
     c0 = cpu_now_s();
     t0 = nsp_now_s();
     a2a_timed_calls(c, r, calls, ph);
+    if (c->windows != NULL) { /* one short line: O_APPEND keeps the ranks' lines whole */
+        fprintf(c->windows, "%d %s %zu %.9f %.9f\n", (int)getpid(), r->name, r->bytes, t0,
+                nsp_now_s());
+        fflush(c->windows);
+    }
     r->t[rep]   = (nsp_now_s() - t0) / calls;
     r->cpu[rep] = (cpu_now_s() - c0) / calls;
     for (int k = 0; k < A2A_MAX_PHASES; ++k) {
@@ -130,10 +138,32 @@ static void time_block(perf_ctx_t *c, a2a_row_t *r, int rep, int calls)
     r->calls += calls;
 }
 
-/* Warm-up calls, then the repetitions, rows rotated by one each time. */
+/* order[0..n): the rows of repetition b, a Fisher-Yates shuffle drawn
+ * from b alone (so every rank runs the same order); repetition 0 keeps the
+ * table's order. */
+static void rep_order(int b, int n, int *order)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(b + 1);
+
+    for (int i = 0; i < n; ++i) {
+        order[i] = i;
+    }
+    for (int i = n - 1; b > 0 && i > 0; --i) {
+        int j, t;
+        x ^= x >> 12; /* xorshift64* */
+        x ^= x << 25;
+        x ^= x >> 27;
+        j        = (int)((x * 0x2545f4914f6cdd1dull) >> 33) % (i + 1);
+        t        = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+/* Warm-up calls, then the repetitions, each in its own order of rows. */
 static void time_rows(perf_ctx_t *c, a2a_rows_t *rows)
 {
-    int reps = c->opts.reps, n = rows->n;
+    int reps = c->opts.reps, n = rows->n, order[A2A_MAX_ROWS];
 
     for (int k = 0; k < n; ++k) {
         double scratch[A2A_MAX_PHASES] = {0};
@@ -144,8 +174,9 @@ static void time_rows(perf_ctx_t *c, a2a_rows_t *rows)
     for (int b = 0; b < reps; ++b) {
         /* calls of repetition b: an even share, the remainder in the first ones */
         int calls = c->opts.iters / reps + (b < c->opts.iters % reps);
+        rep_order(b, n, order);
         for (int i = 0; i < n; ++i) {
-            time_block(c, &rows->row[(b + i) % n], b, calls);
+            time_block(c, &rows->row[order[i]], b, calls);
         }
     }
 }
@@ -154,9 +185,9 @@ static void time_rows(perf_ctx_t *c, a2a_rows_t *rows)
  * columns of reps values each) the time, the CPU time and each phase per
  * call; then UCX counters per call, wrong, off-rank bytes. */
 enum { R_TIME, R_CPU, R_PHASE, PER_REP = R_PHASE + A2A_MAX_PHASES };
-enum { G_UCX = 0, G_WRONG = G_UCX + 5, G_OFF, G_FIXED };
+enum { G_UCX = 0, G_WRONG = G_UCX + 5, G_OFF, G_COPIES, G_FIXED = G_COPIES + 5 };
 
-static void row_pack(const perf_ctx_t *c, const a2a_row_t *r, double wrong, double *v)
+static void row_pack(perf_ctx_t *c, const a2a_row_t *r, double wrong, double *v)
 {
     int    reps  = c->opts.reps;
     double calls = r->calls > 0 ? r->calls : 1;
@@ -176,6 +207,15 @@ static void row_pack(const perf_ctx_t *c, const a2a_row_t *r, double wrong, doub
     fix[G_UCX + 4] = (double)r->ucx.progress_idle / calls;
     fix[G_WRONG]   = wrong;
     fix[G_OFF]     = r->offrank;
+    if (r->ops->copies != NULL) {
+        a2a_copies_t cp;
+        r->ops->copies(c, r->state, &cp);
+        fix[G_COPIES + 0] = cp.level0;
+        fix[G_COPIES + 1] = cp.self;
+        fix[G_COPIES + 2] = cp.pack;
+        fix[G_COPIES + 3] = cp.wire;
+        fix[G_COPIES + 4] = cp.unpack;
+    }
 }
 
 /* Median over reps of the max (of the mean) over ranks of column `col`. */
@@ -210,7 +250,7 @@ static double mean_fixed(const perf_ctx_t *c, const double *all, int stride, int
 static void row_result(perf_ctx_t *c, const a2a_row_t *r, size_t bytes, a2a_result_t *res)
 {
     int          reps = c->opts.reps, stride = PER_REP * reps + G_FIXED;
-    double      *v = a2a_xmalloc(sizeof(double) * (size_t)stride);
+    double      *v = a2a_xcalloc(sizeof(double) * (size_t)stride);
     double      *all = a2a_xmalloc(sizeof(double) * (size_t)stride * (size_t)c->nranks);
     double       wrong = c->opts.check ? r->ops->check(c, r->state) : 0;
     perf_stats_t t, cpu;
@@ -244,6 +284,12 @@ static void row_result(perf_ctx_t *c, const a2a_row_t *r, size_t bytes, a2a_resu
     res->ucx.bytes         = mean_fixed(c, all, stride, G_UCX + 2);
     res->ucx.progress      = mean_fixed(c, all, stride, G_UCX + 3);
     res->ucx.idle_progress = mean_fixed(c, all, stride, G_UCX + 4);
+    res->has_copies        = r->ops->copies != NULL;
+    res->copies.level0     = mean_fixed(c, all, stride, G_COPIES + 0);
+    res->copies.self       = mean_fixed(c, all, stride, G_COPIES + 1);
+    res->copies.pack       = mean_fixed(c, all, stride, G_COPIES + 2);
+    res->copies.wire       = mean_fixed(c, all, stride, G_COPIES + 3);
+    res->copies.unpack     = mean_fixed(c, all, stride, G_COPIES + 4);
     free(all);
     free(v);
 }
@@ -266,6 +312,9 @@ void a2a_run_size(perf_ctx_t *c, const nsp_plan_t *real, size_t bytes, a2a_size_
 
     a2a_plans_make(c, real, bytes, &plans);
     rows_setup(c, &plans, rows);
+    for (int k = 0; k < rows->n; ++k) {
+        rows->row[k].bytes = bytes;
+    }
     time_rows(c, rows);
     out->bytes = bytes;
     out->n     = rows->n;

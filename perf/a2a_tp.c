@@ -85,6 +85,13 @@ double a2a_traffic_check(const perf_ctx_t *c, const traffic_t *tr)
     return wrong / (double)c->opts.elem;
 }
 
+void a2a_traffic_copies(const perf_ctx_t *c, const traffic_t *tr, a2a_copies_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->self = (double)tr->sc[c->rank];
+    out->wire = tr->offrank;
+}
+
 void a2a_traffic_free(traffic_t *tr)
 {
     free(tr->sc);
@@ -127,7 +134,13 @@ static void tp_free(perf_ctx_t *c, void *state)
     free(state);
 }
 
-static const a2a_row_ops_t tp_ops = {.call = tp_call, .check = tp_check, .free = tp_free};
+static void tp_copies(perf_ctx_t *c, void *state, a2a_copies_t *out)
+{
+    a2a_traffic_copies(c, &((tp_same_t *)state)->tr, out);
+}
+
+static const a2a_row_ops_t tp_ops = {.call = tp_call, .check = tp_check, .free = tp_free,
+                                     .copies = tp_copies};
 
 static void setup_tp(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
 {

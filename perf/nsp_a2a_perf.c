@@ -50,6 +50,9 @@ static int run_rank(perf_ctx_t *c)
     nsp_tree_t     *tree;
 
     PCHECK(c, nsp_tree_create(c->comm, NULL, 0, &c->tree), "tree");
+    if (getenv("NSP_A2A_PERF_WINDOWS") != NULL) { /* perf/a2a_profile.sh */
+        c->windows = fopen(getenv("NSP_A2A_PERF_WINDOWS"), "a");
+    }
     real = a2a_real_plan(c);
     if (c->rank == 0) {
         out = a2a_output_begin(c, real);
@@ -71,6 +74,10 @@ static int run_rank(perf_ctx_t *c)
         a2a_output_end(out);
     }
     free(z);
+    if (c->windows != NULL) {
+        fclose(c->windows);
+        c->windows = NULL;
+    }
     nsp_plan_free(real);
     tree    = c->tree;
     c->tree = NULL; /* a2a_die must not destroy it again */
