@@ -41,7 +41,7 @@ tests/perf/a2a_methods_dummy.c: $(top_srcdir)/perf/a2a_methods.c
 TESTS += tests/perf/test_a2a_json.sh tests/perf/test_a2a_method.sh
 dist_noinst_SCRIPTS += tests/perf/test_a2a_json.sh tests/perf/test_a2a_method.sh
 endif
-dist_noinst_SCRIPTS += perf/a2a_compare.sh
+dist_noinst_SCRIPTS += perf/a2a_compare.sh perf/a2a_profile.sh perf/a2a_profile.py
 
 # perf/nsp_calibrate: measure a world, write the cluster file (docs/calibration.md).
 if NSP_COMM

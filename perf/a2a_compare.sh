@@ -6,25 +6,28 @@
 # memory) and/or its UCX pml, and/or the forked launcher (no MPI rows).
 #
 #   perf/a2a_compare.sh [-r REPEATS] [-l mpirun|fork|both] [-p ob1|ucx|both]
-#                       [-n RANKS] [-o OUTDIR] BUILD_DIR [BUILD_DIR ...]
+#                       [-n RANKS] [-o OUTDIR] [-A] BUILD_DIR [BUILD_DIR ...]
 #                       [-- nsp_a2a_perf options]
 #
+# -A: run nothing, analyse the runs already in OUTDIR (CONFIG-bK-I.json).
 # Defaults: 3 repeats, mpirun, ob1, 8 ranks, OUTDIR = FIRST_BUILD/a2a-compare,
 # nsp_a2a_perf options -b 1M -e 16M -f 2 -n 20 -w 3. Prints per build and
 # configuration the median over repeats of each ratio per size, and writes
-# OUTDIR/compare.json (null where a ratio could not be formed, e.g. a build
-# without that method). Reads both the v1 JSON of older builds and v2.
+# OUTDIR/compare.json (a ratio that could not be formed, e.g. for a build
+# without that method, is absent). Reads both the v1 JSON of older builds
+# and v2.
 # Needs python3, and mpirun (openmpi-bin) for the MPI rows.
 set -euo pipefail
-repeats=3 launchers=mpirun pmls=ob1 ranks=8 outdir=""
-while getopts "r:l:p:n:o:" opt; do
+repeats=3 launchers=mpirun pmls=ob1 ranks=8 outdir="" analyse_only=0
+while getopts "r:l:p:n:o:A" opt; do
     case $opt in
     r) repeats=$OPTARG ;;
     l) launchers=$OPTARG ;;
     p) pmls=$OPTARG ;;
     n) ranks=$OPTARG ;;
     o) outdir=$OPTARG ;;
-    *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+    A) analyse_only=1 ;;
+    *) sed -n '2,21p' "$0" >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -51,9 +54,18 @@ if [ "$(id -u)" = 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 
-echo "== load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; builds: ${builds[*]}"
-echo "== nsp_a2a_perf ${extra[*]}; $repeats repeats; launchers $launchers; pmls $pmls; $ranks ranks"
 runs=()
+if [ $analyse_only = 1 ]; then
+    for f in "$outdir"/*-b[0-9]*-[0-9]*.json; do
+        b=${f##*/}; b=${b%.json}
+        i=${b##*-}; rest=${b%-*}; k=${rest##*-b}; cfg=${rest%-b*}
+        runs+=("$cfg $k $i $f")
+    done
+    repeats=0
+else
+    echo "== load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; builds: ${builds[*]}"
+    echo "== nsp_a2a_perf ${extra[*]}; $repeats repeats; launchers $launchers; pmls $pmls; $ranks ranks"
+fi
 for i in $(seq 1 "$repeats"); do
     for l in $launchers; do
         for p in $pmls; do
@@ -84,9 +96,11 @@ outdir, builds = sys.argv[1], sys.argv[2].split()
 runs = [r.split(" ", 3) for r in sys.argv[3:]]
 # (numerator, denominator, column): the targets of issue 20 and their context
 RATIOS = [("nested", "mpi", "busbw"), ("nested", "mpi+pack", "busbw"),
-          ("flat", "mpi-flat", "busbw"), ("tp-same", "mpi", "busbw"),
+          ("flat", "mpi-flat", "busbw"), ("nested", "tp-same", "busbw"),
+          ("flat", "tp-flat", "busbw"), ("tp-same", "mpi", "busbw"),
           ("nested-oneshot", "mpi", "busbw"), ("nested-mapped", "mpi", "busbw"),
-          ("serial", "nested", "time_us"), ("levels", "nested", "time_us")]
+          ("serial", "nested", "time_us"), ("levels", "nested", "time_us"),
+          ("nested", "mpi", "cpu_us"), ("nested", "mpi+pack", "cpu_us")]  # v2 only
 
 
 def load(path):

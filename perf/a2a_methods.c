@@ -16,6 +16,7 @@
     X(a2a_method_levels)             \
     X(a2a_method_flat)               \
     X(a2a_method_tp_same)            \
+    X(a2a_method_tp_flat)            \
     X(a2a_method_mpi)                \
     X(a2a_method_mpi_flat)           \
     X(a2a_method_mpi_pack)           \

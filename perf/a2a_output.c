@@ -32,6 +32,7 @@ typedef struct ratio_def {
 static const ratio_def_t ratio_defs[] = {
     {"nested", "mpi", OF_BUSBW},           {"nested", "mpi+pack", OF_BUSBW},
     {"flat", "mpi-flat", OF_BUSBW},        {"nested", "tp-same", OF_BUSBW},
+    {"flat", "tp-flat", OF_BUSBW},
     {"tp-same", "mpi", OF_BUSBW},          {"nested-mapped", "mpi", OF_BUSBW},
     {"nested-mapped", "nested", OF_BUSBW}, {"nested", "nested-oneshot", OF_BUSBW},
     {"serial", "nested", OF_TIME},         {"levels", "nested", OF_TIME},

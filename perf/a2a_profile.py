@@ -31,7 +31,8 @@ was doing, from the leaf of the call chain up:
 
 report reads OUTDIR/timing-*.json (interleaved timing runs) and
 OUTDIR/cpu-*.cpu.json, prints one table per launcher and size, and writes
-OUTDIR/profile.json (numbers or null, never NaN).
+OUTDIR/profile.json (numbers or null, never NaN) and OUTDIR/profile.md (the
+tables of docs/a2a.md §6: one per launcher, a row per method and size).
 """
 import glob
 import json
@@ -229,7 +230,38 @@ def report(outdir, freq):
             out["rows"].append(row)
     with open(os.path.join(outdir, "profile.json"), "w") as f:
         json.dump(out, f, indent=1)
-    print(f"\nwritten: {os.path.join(outdir, 'profile.json')}")
+    with open(os.path.join(outdir, "profile.md"), "w") as f:
+        f.write(markdown(out["rows"]))
+    print(f"\nwritten: {os.path.join(outdir, 'profile.json')}, profile.md")
+
+
+# The shares of the CPU split the docs table shows: what copies bytes, what
+# runs the transport, what waits.
+SHARES = [("user copies", ["copies"]), ("CMA copy", ["cma"]), ("eager copy", ["eager"]),
+          ("transport software", ["ucx", "mpi", "nspcomm"]), ("scheduler", ["sched"]),
+          ("faults, other", ["faults", "other"])]
+
+
+def markdown(rows):
+    text = []
+    for launcher in sorted({r["launcher"] for r in rows}):
+        text.append(f"\n{launcher}: per call and rank; shares of the CPU samples taken in the "
+                    f"timed calls\n")
+        text.append("| method | size | time (us) | CPU (us) | copied / size | " +
+                    " | ".join(n for n, _ in SHARES) + " | cores |")
+        text.append("| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in SHARES) +
+                    " | ---: |")
+        for m in ["nested", "flat", "tp-same", "mpi", "mpi-flat", "mpi+pack"]:
+            for r in sorted((r for r in rows if r["launcher"] == launcher and r["method"] == m),
+                            key=lambda r: r["size"]):
+                co, cb = r["cpu_coarse_us"], r["copies_bytes"]
+                tot = sum(co.values()) if co else 0
+                shares = [f"{100 * sum(co[k] for k in ks) / tot:.0f}%" if tot else "-"
+                          for _, ks in SHARES]
+                text.append(f"| {m} | {r['size'] >> 20} MiB | {fmt(r['time_us'])} | "
+                            f"{fmt(r['cpu_us'])} | {fmt(cb['total'] / r['size'], 2) if cb else '-'}"
+                            f" | " + " | ".join(shares) + f" | {fmt(r['cores_used'], 2)} |")
+    return "\n".join(text) + "\n"
 
 
 if __name__ == "__main__":

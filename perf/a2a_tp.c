@@ -1,7 +1,7 @@
 /*
- * nsp_a2a_perf method tp-same: this library's transport alltoallv over the
- * world carrying exactly the nested traffic (same bytes per pair, no pack)
- * (perf/a2a_perf.h).
+ * nsp_a2a_perf methods tp-same and tp-flat: this library's transport
+ * alltoallv over the world carrying exactly the nested traffic (same bytes
+ * per pair, no pack), or exactly the flat method's (perf/a2a_perf.h).
  */
 #include "config.h"
 
@@ -142,14 +142,27 @@ static void tp_copies(perf_ctx_t *c, void *state, a2a_copies_t *out)
 static const a2a_row_ops_t tp_ops = {.call = tp_call, .check = tp_check, .free = tp_free,
                                      .copies = tp_copies};
 
-static void setup_tp(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+static void add_tp(perf_ctx_t *c, a2a_rows_t *rows, const char *name, const nsp_plan_t *plan)
 {
     tp_same_t *t = a2a_xcalloc(sizeof(*t));
 
-    a2a_traffic_make(c, plans->nested, &t->tr);
-    a2a_row_add(c, rows, "tp-same", &tp_ops, t, t->tr.offrank);
+    a2a_traffic_make(c, plan, &t->tr);
+    a2a_row_add(c, rows, name, &tp_ops, t, t->tr.offrank);
+}
+
+static void setup_tp(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+{
+    add_tp(c, rows, "tp-same", plans->nested);
+}
+
+static void setup_tp_flat(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+{
+    add_tp(c, rows, "tp-flat", plans->flat);
 }
 
 const a2a_method_t a2a_method_tp_same = {
     .name = "tp-same", .setup = setup_tp,
     .help = "nspcomm's transport alltoallv on exactly the nested traffic, no pack"};
+const a2a_method_t a2a_method_tp_flat = {
+    .name = "tp-flat", .setup = setup_tp_flat,
+    .help = "nspcomm's transport alltoallv on exactly the flat method's traffic"};

@@ -6,17 +6,18 @@
 # ratio appears only when both of its rows ran; the columns follow their
 # stated definitions (algbw = size / time; busbw = off-rank bytes / time, the
 # same bytes for nested and tp-same); the table prints no nan or inf;
-# --check 0 gives "wrong": null and N/A, never a made-up 0. TAP output.
+# --check 0 gives "wrong": null and N/A, never a made-up 0; the transport's
+# counters add up. TAP output.
 top_build=${NSP_TOP_BUILDDIR:-.}
 perf="$top_build/perf/nsp_a2a_perf"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-echo "1..9"
+echo "1..10"
 if [ ! -x "$perf" ]; then
     echo "not ok 1 - $perf is built"; exit 0
 fi
 if [ -z "$PYTHON3" ] || [ "$PYTHON3" = no ]; then
-    for k in 1 2 3 4 5 6 7 8 9; do echo "ok $k # SKIP python3 not found (configure PYTHON3)"; done
+    for k in 1 2 3 4 5 6 7 8 9 10; do echo "ok $k # SKIP python3 not found (configure PYTHON3)"; done
     exit 0
 fi
 methods=nested,flat,tp-same,mpi,mpi-flat,mpi+pack
@@ -65,7 +66,7 @@ try:
         "both JSON files parse strictly (no NaN/Infinity, no duplicate key), format v2")
 except Exception as e:  # the remaining checks need the documents
     tap(False, "strict parse: %s" % e)
-    for k in range(7):
+    for k in range(8):
         tap(False, "skipped after the parse failed")
     sys.exit(0)
 
@@ -119,6 +120,16 @@ tap(header is not None and re.search(r"\b(nan|inf|-nan)\b", text, re.I) is None 
 
 tap(all(r["wrong"] == 0 for r in c["results"]) and c["summary"]["wrong"] == 0 and
     "# Out of bounds values : 0 OK" in text, "--check 1: every row checked, 0 wrong")
+
+# The transport's counters (nsp_tp_ucx_stats): on 2 ranks tp-same sends one
+# message per call, nested-sized (>= 8 KiB: rendezvous by UCX's threshold on
+# one host), and the bytes it sends are its off-rank bytes.
+tp = [r for r in c["results"] if r["method"] == "tp-same"]
+tap(tp and all(r["ucx"]["sends"] == 1 and r["ucx"]["rndv"] == 1 and r["ucx"]["eager"] == 0 and
+               abs(r["ucx"]["bytes"] - r["busbw"] * r["time_us"] * 1e3) <= 1e-6 * r["ucx"]["bytes"]
+               and r["ucx"]["progress"] >= 1 for r in tp),
+    "ucx counters: tp-same makes 1 rendezvous send per call carrying its off-rank bytes: %s"
+    % [r["ucx"] for r in tp])
 
 rows = [l.split() for l in open(d + "/unchecked.txt") if l.startswith("  ")]
 tap(u["config"]["check"] is False and all(r["wrong"] is None for r in u["results"]) and
