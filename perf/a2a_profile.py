@@ -181,15 +181,12 @@ def one_row(launcher, size, m, t, c, freq):
     row = {"launcher": launcher, "size": size, "method": m, "time_us": t.get("time_us"),
            "cpu_us": t.get("cpu_us"), "phases_us": t.get("phases_us", {}),
            "ucx": t.get("ucx", {}), "copies_bytes": t.get("copies_bytes"),
-           "cpu_split_us": None, "cpu_coarse_us": None, "cpu_samples": None,
-           "cores_used": None}
+           "cpu_split_us": None, "cpu_coarse_us": None, "cpu_samples": None}
     if c and c["timed_samples"] > 0 and c["window_s"] > 0:
         per = 1e6 / freq / (c["calls"] * c["ranks"])  # us of CPU per sample, per call and rank
         row["cpu_split_us"] = {k: v * per for k, v in c["counts"].items()}
         row["cpu_coarse_us"] = {g: sum(row["cpu_split_us"][k] for k in ks) for g, ks in COARSE}
         row["cpu_samples"] = c["timed_samples"]
-        # CPU seconds of all ranks in their windows over the wall seconds of one rank's
-        row["cores_used"] = (c["timed_samples"] / freq) / (c["window_s"] / c["ranks"])
     return row
 
 
@@ -203,7 +200,7 @@ def print_row(row):
     u = row["ucx"] or {}
     print(f"{row['method']:15s} {fmt(t['time_us']):>8s} {fmt(t['cpu_us']):>7s} " +
           " ".join(f"{fmt(co.get(g)):>7s}" for g, _ in COARSE) +
-          f" {fmt(row['cores_used'], 2):>5s}  {fmt(u.get('sends'), 1)}"
+          f"  {fmt(u.get('sends'), 1)}"
           f"({fmt(u.get('eager'), 1)}/{fmt(u.get('rndv'), 1)})  {model}")
 
 
@@ -213,11 +210,10 @@ def report(outdir, freq):
            "coarse": {g: ks for g, ks in COARSE}, "rows": []}
     for launcher, size in sorted({(k[0], k[1]) for k in list(timing) + list(cpu)}):
         print(f"\n== {launcher}, {size >> 20} MiB per rank; us per call and rank: time and CPU "
-              f"(timing run), the CPU split (perf samples of the timed calls); cores = CPUs "
-              f"the ranks got; copies = bytes copied per call / size: level0 + self + pack + "
+              f"(timing run), the CPU split (perf samples of the timed calls); copies = bytes copied per call / size: level0 + self + pack + "
               f"wire + unpack")
         print(f"{'method':15s} {'time':>8s} {'cpu':>7s} " +
-              " ".join(f"{g:>7s}" for g, _ in COARSE) + f" {'cores':>5s}  sends(eager/rndv)  copies")
+              " ".join(f"{g:>7s}" for g, _ in COARSE) + "  sends(eager/rndv)  copies")
         for m in METHODS:
             t, c = timing.get((launcher, size, m)), cpu.get((launcher, size, m))
             if t is None and c is None:
@@ -237,8 +233,8 @@ def report(outdir, freq):
 
 # The shares of the CPU split the docs table shows: what copies bytes, what
 # runs the transport, what waits.
-SHARES = [("user copies", ["copies"]), ("CMA copy", ["cma"]), ("eager copy", ["eager"]),
-          ("transport software", ["ucx", "mpi", "nspcomm"]), ("scheduler", ["sched"]),
+SHARES = [("user copies", ["copies"]), ("CMA copy", ["cma"]),
+          ("transport software", ["ucx", "mpi", "nspcomm", "eager"]), ("scheduler", ["sched"]),
           ("faults, other", ["faults", "other"])]
 
 
@@ -248,9 +244,9 @@ def markdown(rows):
         text.append(f"\n{launcher}: per call and rank; shares of the CPU samples taken in the "
                     f"timed calls\n")
         text.append("| method | size | time (us) | CPU (us) | copied / size | " +
-                    " | ".join(n for n, _ in SHARES) + " | cores |")
+                    " | ".join(n for n, _ in SHARES) + " |")
         text.append("| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in SHARES) +
-                    " | ---: |")
+                    " |")
         for m in ["nested", "flat", "tp-same", "mpi", "mpi-flat", "mpi+pack"]:
             for r in sorted((r for r in rows if r["launcher"] == launcher and r["method"] == m),
                             key=lambda r: r["size"]):
@@ -260,7 +256,7 @@ def markdown(rows):
                           for _, ks in SHARES]
                 text.append(f"| {m} | {r['size'] >> 20} MiB | {fmt(r['time_us'])} | "
                             f"{fmt(r['cpu_us'])} | {fmt(cb['total'] / r['size'], 2) if cb else '-'}"
-                            f" | " + " | ".join(shares) + f" | {fmt(r['cores_used'], 2)} |")
+                            f" | " + " | ".join(shares) + " |")
     return "\n".join(text) + "\n"
 
 
