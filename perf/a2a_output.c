@@ -232,6 +232,36 @@ static void print_ratios(a2a_output_t *o, const a2a_size_out_t *z)
 
 /* ---- JSON ------------------------------------------------------------------ */
 
+/* An object `key` of n numbers named keys[k]. */
+static void json_numbers(nsp_json_writer_t *w, const char *key, const char *const *keys,
+                         const double *v, int n)
+{
+    nsp_json_begin_object(w, key, 1);
+    for (int k = 0; k < n; ++k) {
+        perf_json_num(w, keys[k], v[k]);
+    }
+    nsp_json_end(w);
+}
+
+/* A row's "ucx" counters and "copies_bytes" (null when it gives none). */
+static void json_ucx_copies(nsp_json_writer_t *w, const a2a_result_t *r)
+{
+    static const char *const ukeys[] = {"sends", "eager", "rndv", "bytes", "progress",
+                                        "progress_idle"};
+    static const char *const ckeys[] = {"level0", "self", "pack", "wire", "unpack", "total"};
+    const double u[] = {r->ucx.sends, r->ucx.eager,    r->ucx.rndv,
+                        r->ucx.bytes, r->ucx.progress, r->ucx.idle_progress};
+    const double k[] = {r->copies.level0, r->copies.self,   r->copies.pack,
+                        r->copies.wire,   r->copies.unpack, copies_total(&r->copies)};
+
+    json_numbers(w, "ucx", ukeys, u, 6);
+    if (r->has_copies) {
+        json_numbers(w, "copies_bytes", ckeys, k, 6);
+    } else {
+        nsp_json_null(w, "copies_bytes");
+    }
+}
+
 static void json_row(a2a_output_t *o, const a2a_result_t *r)
 {
     nsp_json_writer_t *w = &o->j.w;
@@ -250,31 +280,8 @@ static void json_row(a2a_output_t *o, const a2a_result_t *r)
     perf_json_num(w, "busbw", r->busbw);
     perf_json_num(w, "wrong", r->wrong < 0 ? NAN : r->wrong); /* null: not checked */
     perf_json_num(w, "cpu_us", r->cpu_us);
-    nsp_json_begin_object(w, "phases_us", 1);
-    for (int p = 0; p < r->nphases; ++p) {
-        perf_json_num(w, r->phase[p], r->phase_us[p]);
-    }
-    nsp_json_end(w);
-    nsp_json_begin_object(w, "ucx", 1);
-    perf_json_num(w, "sends", r->ucx.sends);
-    perf_json_num(w, "eager", r->ucx.eager);
-    perf_json_num(w, "rndv", r->ucx.rndv);
-    perf_json_num(w, "bytes", r->ucx.bytes);
-    perf_json_num(w, "progress", r->ucx.progress);
-    perf_json_num(w, "progress_idle", r->ucx.idle_progress);
-    nsp_json_end(w);
-    if (!r->has_copies) {
-        nsp_json_null(w, "copies_bytes");
-    } else {
-        nsp_json_begin_object(w, "copies_bytes", 1);
-        perf_json_num(w, "level0", r->copies.level0);
-        perf_json_num(w, "self", r->copies.self);
-        perf_json_num(w, "pack", r->copies.pack);
-        perf_json_num(w, "wire", r->copies.wire);
-        perf_json_num(w, "unpack", r->copies.unpack);
-        perf_json_num(w, "total", copies_total(&r->copies));
-        nsp_json_end(w);
-    }
+    json_numbers(w, "phases_us", r->phase, r->phase_us, r->nphases);
+    json_ucx_copies(w, r);
     nsp_json_end(w);
 }
 
