@@ -8,6 +8,7 @@
 #include "a2a_perf.h"
 
 #include "common/log.h"
+#include "transport/request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,22 @@ void *a2a_xmalloc(size_t n)
         exit(1);
     }
     return p;
+}
+
+void *a2a_xcalloc(size_t n)
+{
+    void *p = a2a_xmalloc(n);
+
+    memset(p, 0, n > 0 ? n : 1);
+    return p;
+}
+
+double a2a_lap(double *t0)
+{
+    double now = nsp_now_s(), dt = now - *t0;
+
+    *t0 = now;
+    return dt;
 }
 
 /* The element of the global tensor at (seq, token, head, dim), elem bytes. */
@@ -152,30 +169,4 @@ double a2a_check_head(const perf_ctx_t *c, const nsp_layout_t *lay, const char *
         }
     }
     return wrong;
-}
-
-void a2a_runner_free(perf_ctx_t *c, runner_t *r)
-{
-    if (r->mapped) { /* collective: every rank frees its runners in one order */
-        PCHECK(c, nsp_mem_free(c->comm, r->src), "nsp_mem_free");
-        PCHECK(c, nsp_mem_free(c->comm, r->dst), "nsp_mem_free");
-        r->src = r->dst = NULL;
-    }
-    for (int l = 1; r->ml != NULL && l < r->info.nlevels; ++l) {
-        free(r->ml[l].sb);
-    }
-    free(r->ml);
-    free(r->wc);
-    free(r->ic);
-    free(r->wsend);
-    free(r->wrecv);
-    free(r->tr.sc);
-    free(r->tr.send);
-    free(r->tr.recv);
-    free(r->src);
-    free(r->dst);
-    free(r->back);
-    free(r->reqs);
-    nsp_layout_free(r->lay);
-    memset(r, 0, sizeof(*r));
 }

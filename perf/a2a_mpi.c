@@ -1,16 +1,49 @@
 /*
- * nsp_a2a_perf methods mpi (MPI_Alltoallv on exactly the nested traffic)
- * and mpi+pack (the nested exchange with MPI as the transport), under
- * mpirun; and the bootstrap of an nspcomm world over MPI (perf/a2a_perf.h).
+ * nsp_a2a_perf methods mpi (MPI_Alltoallv on exactly the nested traffic),
+ * mpi-flat (on exactly the flat traffic) and mpi+pack (the nested exchange
+ * with MPI as the transport), under mpirun; and the bootstrap of an nspcomm
+ * world over MPI (perf/a2a_perf.h). A build without MPI keeps the methods
+ * in the table, unavailable with the reason.
  */
 #include "config.h"
 
 #include "a2a_perf.h"
 
-#ifdef NSP_HAVE_MPI
-#include <mpi.h>
+#include "transport/request.h"
+
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef NSP_HAVE_MPI
+#include <mpi.h>
+
+/* A method needs MPI initialised: run under mpirun. */
+static const char *mpi_unavailable(const perf_ctx_t *c)
+{
+    return c->mpi ? NULL : "run under mpirun";
+}
+
+typedef struct mpi_raw {
+    traffic_t tr;
+    int      *ic; /* [4N] counts and displacements as int for MPI */
+} mpi_raw_t;
+
+/* The nested exchange's per-level state of mpi+pack. */
+typedef struct mpack_level {
+    nsp_layout_level_t lv;
+    nsp_level_view_t   v;
+    nsp_layout_heads_t hs;
+    size_t            *sb, *sd, *rb, *rd; /* [d]; displacements into the world buffers */
+} mpack_level_t;
+
+typedef struct mpack {
+    nsp_layout_t     *lay;
+    nsp_layout_info_t info;
+    mpack_level_t    *ml;      /* [nlevels]; level 0 unused */
+    size_t           *wc;      /* [6N] world counts, displacements, fill marks */
+    int              *ic;      /* [4N] the same as int for MPI */
+    char             *src, *dst, *wsend, *wrecv;
+} mpack_t;
 
 /* int counts for MPI (sizes here stay far below 2 GiB per peer). */
 static int *mpi_counts(const perf_ctx_t *c, const size_t *sc, const size_t *sd,
@@ -27,20 +60,57 @@ static int *mpi_counts(const perf_ctx_t *c, const size_t *sc, const size_t *sd,
     return ic;
 }
 
-static void mpi_call(perf_ctx_t *c, runner_t *r)
+static void mpi_call(perf_ctx_t *c, void *state, double *phase_s)
 {
-    int N = c->nranks;
+    mpi_raw_t *m = state;
+    int        N = c->nranks;
 
-    MPI_Alltoallv(r->tr.send, r->ic, r->ic + N, MPI_BYTE, r->tr.recv, r->ic + 2 * N,
-                  r->ic + 3 * N, MPI_BYTE, MPI_COMM_WORLD);
+    (void)phase_s;
+    MPI_Alltoallv(m->tr.send, m->ic, m->ic + N, MPI_BYTE, m->tr.recv, m->ic + 2 * N,
+                  m->ic + 3 * N, MPI_BYTE, MPI_COMM_WORLD);
 }
 
-void a2a_mpi_init(perf_ctx_t *c, runner_t *r, const nsp_plan_t *plan)
+static double mpi_check(perf_ctx_t *c, void *state)
 {
-    a2a_tp_init(c, r, plan);
-    r->name = "mpi";
-    r->call = mpi_call;
-    r->ic   = mpi_counts(c, r->tr.sc, r->tr.sd, r->tr.rc, r->tr.rd);
+    return a2a_traffic_check(c, &((mpi_raw_t *)state)->tr);
+}
+
+static void mpi_free(perf_ctx_t *c, void *state)
+{
+    mpi_raw_t *m = state;
+
+    (void)c;
+    a2a_traffic_free(&m->tr);
+    free(m->ic);
+    free(m);
+}
+
+static void mpi_copies(perf_ctx_t *c, void *state, a2a_copies_t *out)
+{
+    a2a_traffic_copies(c, &((mpi_raw_t *)state)->tr, out);
+}
+
+static const a2a_row_ops_t mpi_ops = {.call = mpi_call, .check = mpi_check, .free = mpi_free,
+                                      .copies = mpi_copies};
+
+/* MPI_Alltoallv on exactly the traffic of `plan`'s exchange. */
+static void add_raw(perf_ctx_t *c, a2a_rows_t *rows, const char *name, const nsp_plan_t *plan)
+{
+    mpi_raw_t *m = a2a_xcalloc(sizeof(*m));
+
+    a2a_traffic_make(c, plan, &m->tr);
+    m->ic = mpi_counts(c, m->tr.sc, m->tr.sd, m->tr.rc, m->tr.rd);
+    a2a_row_add(c, rows, name, &mpi_ops, m, m->tr.offrank);
+}
+
+static void setup_mpi(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+{
+    add_raw(c, rows, "mpi", plans->nested);
+}
+
+static void setup_mpi_flat(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+{
+    add_raw(c, rows, "mpi-flat", plans->flat);
 }
 
 /*
@@ -49,20 +119,26 @@ void a2a_mpi_init(perf_ctx_t *c, runner_t *r, const nsp_plan_t *plan)
  * (peer blocks, levels ascending inside), one MPI_Alltoallv, the same unpack,
  * level 0 and the own blocks copied directly. Same bytes, same copies.
  */
-static void mpack_call(perf_ctx_t *c, runner_t *r)
+enum { PH_PACK, PH_ALLTOALLV, PH_UNPACK };
+
+static void mpack_call(perf_ctx_t *c, void *state, double *phase_s)
 {
+    mpack_t           *r = state;
     int                N = c->nranks;
     size_t             rowb = (size_t)c->opts.head_dim * c->opts.elem;
     size_t             tok = (size_t)c->opts.heads * rowb;
     nsp_layout_level_t l0;
+    double             t = nsp_now_s();
 
     for (int l = 1; l < r->info.nlevels; ++l) {
         mpack_level_t *L = &r->ml[l];
         nsp_pack_s2h(&L->v, c->opts.heads, rowb, r->src + (size_t)L->lv.local_offset * tok,
                      r->wsend, L->sb, L->sd);
     }
+    phase_s[PH_PACK] += a2a_lap(&t);
     MPI_Alltoallv(r->wsend, r->ic, r->ic + N, MPI_BYTE, r->wrecv, r->ic + 2 * N, r->ic + 3 * N,
                   MPI_BYTE, MPI_COMM_WORLD);
+    phase_s[PH_ALLTOALLV] += a2a_lap(&t);
     nsp_layout_level(r->lay, 0, &l0);
     memcpy(r->dst, r->src, (size_t)l0.local_tokens * tok);
     for (int l = 1; l < r->info.nlevels; ++l) {
@@ -73,30 +149,58 @@ static void mpack_call(perf_ctx_t *c, runner_t *r)
                            NSP_A2A_REPLICAS_FIRST, r->src + (size_t)L->lv.local_offset * tok,
                            block);
     }
+    phase_s[PH_UNPACK] += a2a_lap(&t);
 }
 
-static double mpack_check(perf_ctx_t *c, runner_t *r)
+static double mpack_check(perf_ctx_t *c, void *state)
 {
+    mpack_t *r = state;
+
     return a2a_check_head(c, r->lay, r->dst);
 }
 
-void a2a_mpack_init(perf_ctx_t *c, runner_t *r, const nsp_plan_t *plan)
+static void mpack_free(perf_ctx_t *c, void *state)
 {
-    int     N = c->nranks;
-    size_t  rowb = (size_t)c->opts.head_dim * c->opts.elem;
-    size_t  tok = (size_t)c->opts.heads * rowb, stot = 0, rtot = 0;
-    size_t *wsc, *wsd, *wrc, *wrd, *sfill, *rfill;
-    int64_t rows;
+    mpack_t *r = state;
 
-    memset(r, 0, sizeof(*r));
-    r->name  = "mpi+pack";
-    r->call  = mpack_call;
-    r->check = mpack_check;
-    PCHECK(c, nsp_layout_create(plan, 0, c->rank, &r->lay), "layout");
+    (void)c;
+    for (int l = 1; r->ml != NULL && l < r->info.nlevels; ++l) {
+        free(r->ml[l].sb);
+    }
+    free(r->ml);
+    free(r->wc);
+    free(r->ic);
+    free(r->src);
+    free(r->dst);
+    free(r->wsend);
+    free(r->wrecv);
+    nsp_layout_free(r->lay);
+    free(r);
+}
+
+static void mpack_copies(perf_ctx_t *c, void *state, a2a_copies_t *out)
+{
+    a2a_nested_copies(c, ((mpack_t *)state)->lay, 1, out);
+}
+
+static const a2a_row_ops_t mpack_ops = {
+    .call = mpack_call, .check = mpack_check, .free = mpack_free, .copies = mpack_copies,
+    .phases = {"pack", "alltoallv", "unpack"}};
+
+static void setup_mpack(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+{
+    int      N = c->nranks;
+    size_t   rowb = (size_t)c->opts.head_dim * c->opts.elem;
+    size_t   tok = (size_t)c->opts.heads * rowb, stot = 0, rtot = 0;
+    size_t  *wsc, *wsd, *wrc, *wrd, *sfill, *rfill;
+    int64_t  rows_h;
+    mpack_t *r = a2a_xcalloc(sizeof(*r));
+
+    PCHECK(c, nsp_layout_create(plans->nested, 0, c->rank, &r->lay), "layout");
     nsp_layout_query(r->lay, &r->info);
-    PCHECK(c, nsp_layout_head_rows(r->lay, c->opts.heads, &rows), "head rows");
-    r->ml = calloc((size_t)r->info.nlevels, sizeof(*r->ml));
-    r->wc = calloc(6 * (size_t)N, sizeof(size_t));
+    PCHECK(c, nsp_layout_head_rows(r->lay, c->opts.heads, &rows_h), "head rows");
+    r->ml = a2a_xcalloc((size_t)r->info.nlevels * sizeof(*r->ml));
+    r->wc = a2a_xcalloc(6 * (size_t)N * sizeof(size_t));
     wsc = r->wc, wsd = wsc + N, wrc = wsd + N, wrd = wrc + N, sfill = wrd + N, rfill = sfill + N;
     for (int l = 1; l < r->info.nlevels; ++l) { /* world counts: sum over levels */
         mpack_level_t *L = &r->ml[l];
@@ -133,14 +237,14 @@ void a2a_mpack_init(perf_ctx_t *c, runner_t *r, const nsp_plan_t *plan)
     }
     r->ic    = mpi_counts(c, wsc, wsd, wrc, wrd);
     r->src   = a2a_xmalloc((size_t)r->info.local_tokens * tok);
-    r->dst   = a2a_xmalloc((size_t)rows * rowb);
+    r->dst   = a2a_xmalloc((size_t)rows_h * rowb);
     r->wsend = a2a_xmalloc(stot);
     r->wrecv = a2a_xmalloc(rtot);
     a2a_fill_seq(c, r->lay, r->src);
-    memset(r->dst, 0, (size_t)rows * rowb);
+    memset(r->dst, 0, (size_t)rows_h * rowb);
     memset(r->wsend, 0, stot);
     memset(r->wrecv, 0, rtot);
-    r->offrank = a2a_offrank_bytes(c, r->lay);
+    a2a_row_add(c, rows, "mpi+pack", &mpack_ops, r, a2a_offrank_bytes(c, r->lay));
 }
 
 /* nspcomm bootstraps through MPI when run under mpirun without NSPCOMM_ROOT:
@@ -193,6 +297,30 @@ void a2a_mpi_oob(nsp_oob_coll_t *oob)
     oob->oob_ep    = (uint32_t)r;
 }
 #else
-/* Without MPI there is nothing to build here (ISO C wants a declaration). */
-typedef int a2a_mpi_unused_t;
+/* Without MPI the methods stay in the table and say why they cannot run. */
+static const char *mpi_unavailable(const perf_ctx_t *c)
+{
+    (void)c;
+    return "this build has no MPI (configure found no Open MPI)";
+}
+
+static void setup_none(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+{
+    (void)c;
+    (void)plans;
+    (void)rows;
+}
+#define setup_mpi setup_none
+#define setup_mpi_flat setup_none
+#define setup_mpack setup_none
 #endif
+
+const a2a_method_t a2a_method_mpi = {
+    .name = "mpi", .unavailable = mpi_unavailable, .setup = setup_mpi,
+    .help = "MPI_Alltoallv on exactly the nested traffic (pre-packed bytes)"};
+const a2a_method_t a2a_method_mpi_flat = {
+    .name = "mpi-flat", .unavailable = mpi_unavailable, .setup = setup_mpi_flat,
+    .help = "MPI_Alltoallv on exactly the flat method's traffic"};
+const a2a_method_t a2a_method_mpi_pack = {
+    .name = "mpi+pack", .unavailable = mpi_unavailable, .setup = setup_mpack,
+    .help = "the nested exchange with MPI: the same pack, one MPI_Alltoallv, the same unpack"};

@@ -1,19 +1,27 @@
 /*
- * nsp_a2a_perf's harness, shared by its method files (nccl-tests' shape:
- * the frame in one place, one file per measured method):
+ * nsp_a2a_perf's harness and its methods (nccl-tests' shape: the frame in
+ * one place, each measured method in a file of its own that the frame finds
+ * through one table, as nccl-tests' `struct testColl`):
  *
- *   nsp_a2a_perf.c  options, launch, the sizes loop, timing, table and JSON
+ *   nsp_a2a_perf.c  options, --help, the launchers, main
+ *   a2a_run.c       one size: the rows set up, interleaved repetitions
+ *                   timed, statistics over ranks and repetitions
+ *   a2a_output.c    the table, the ratios, the footer and the JSON
+ *   a2a_methods.c   THE TABLE: one line per method (docs/extending.md)
  *   a2a_data.c      the global tensor, filling and checking, byte counts,
  *                   errors, memory
  *   a2a_plans.c     the real plan and the plans each size derives from it
- *   a2a_nested.c    nested, serial, nested-mapped, flat, level-dN: the
- *                   nested all-to-all on one plan
- *   a2a_levels.c    levels: every level alone, one after another
+ *   a2a_nested.c    nested, nested-oneshot, serial, flat, nested-mapped:
+ *                   the nested all-to-all on one plan
+ *   a2a_levels.c    levels (rows levels and level-dN): every level alone
  *   a2a_tp.c        tp-same: the transport's alltoallv on the nested bytes
- *   a2a_mpi.c       mpi, mpi+pack (under mpirun), and MPI's bootstrap
+ *   a2a_mpi.c       mpi, mpi-flat, mpi+pack (under mpirun), MPI's bootstrap
  *
- * Every method is a runner: one call() is one operation on this rank, and
- * check() counts the elements wrong on this rank.
+ * A method adds rows to a size (setup); a row is a state the method owns
+ * and three calls: call() is one operation on this rank (timed, optionally
+ * split into named phases), check() counts the elements of this rank's
+ * result that differ from an independently computed expectation, free()
+ * releases the state.
  */
 #ifndef NSP_PERF_A2A_PERF_H_
 #define NSP_PERF_A2A_PERF_H_
@@ -32,6 +40,7 @@ typedef struct perf_opts {
     size_t      min_bytes, max_bytes;
     double      factor;
     int         iters, warmup, check;
+    int         reps;           /* --reps: interleaved repetitions the iterations split into */
     int         ranks;          /* --ranks: fork this many local ranks */
     const char *workload;
     const char *model, *cluster;
@@ -42,7 +51,7 @@ typedef struct perf_opts {
     const char *json;
     double      timeout_s;      /* --timeout: the whole forked run */
     int         round;          /* --round: plan round measured; -1: the one with most levels */
-    uint32_t    methods;        /* --methods: bit k for the k-th selectable method */
+    uint32_t    methods;        /* --methods: bit k for a2a_methods[k] */
 } perf_opts_t;
 
 typedef struct perf_ctx {
@@ -54,6 +63,8 @@ typedef struct perf_ctx {
     const char *mpi_pml;        /* OMPI_MCA_pml as set, or "default" */
     int         chosen_round;   /* the plan round measured */
     nsp_unique_id_t id;         /* --ranks: the forked ranks' bootstrap id */
+    FILE       *windows;        /* NSP_A2A_PERF_WINDOWS: where each rank notes when its
+                                   timed calls ran (for a profiler), or NULL */
 } perf_ctx_t;
 
 /* ---- errors and memory (a2a_data.c) --------------------------------------- */
@@ -71,6 +82,12 @@ void a2a_die(const perf_ctx_t *c, const char *what) __attribute__((noreturn));
 
 /** malloc that exits on failure (n = 0 gives 1 byte). */
 void *a2a_xmalloc(size_t n);
+
+/** calloc of one zeroed object that exits on failure. */
+void *a2a_xcalloc(size_t n);
+
+/** Seconds since *t0, and *t0 set to now: phase_s[k] += a2a_lap(&t). */
+double a2a_lap(double *t0);
 
 /* ---- data (a2a_data.c) ---------------------------------------------------- */
 
@@ -114,8 +131,89 @@ void a2a_plans_make(const perf_ctx_t *c, const nsp_plan_t *real, size_t bytes,
                     perf_plans_t *out);
 void a2a_plans_free(perf_plans_t *p);
 
-/* ---- methods -------------------------------------------------------------- */
+/* ---- methods: the registry (a2a_methods.c) -------------------------------- */
 
+#define A2A_MAX_PHASES 4   /* named parts of one call a row may time */
+#define A2A_MAX_METHODS 32 /* --methods is a 32-bit mask */
+
+/** Bytes one call copies on this rank, by kind: the method's own account
+ *  of its copies (pure arithmetic on its layout), beside the measured time. */
+typedef struct a2a_copies {
+    double level0; /* level 0's local copy (degree 1: nothing moves) */
+    double self;   /* the rank's own blocks (an alltoallv's self part) */
+    double pack;   /* strided copies into send space */
+    double wire;   /* bytes to other ranks: one copy each by rendezvous over CMA */
+    double unpack; /* copies out of receive space */
+} a2a_copies_t;
+
+/** What a row does: the calls on the state its method made for it. */
+typedef struct a2a_row_ops {
+    /** One operation on this rank, timed; it may add the seconds of its
+     *  parts to phase_s[k] (phases[k] names them; a2a_lap). */
+    void (*call)(perf_ctx_t *c, void *state, double *phase_s);
+    /** Elements of this rank's last result that differ from what was
+     *  computed independently of the method (run after the timed calls). */
+    double (*check)(perf_ctx_t *c, void *state);
+    /** Release the state; NULL when another row owns it. Called on every
+     *  rank in the order the rows were added (collective frees allowed). */
+    void (*free)(perf_ctx_t *c, void *state);
+    /** Optional (NULL: not known): the bytes one call copies on this rank. */
+    void (*copies)(perf_ctx_t *c, void *state, a2a_copies_t *out);
+    const char *phases[A2A_MAX_PHASES]; /* NULL-terminated; none: no phases */
+} a2a_row_ops_t;
+
+/** The rows of one size (a2a_run.c). */
+typedef struct a2a_rows a2a_rows_t;
+
+/**
+ * One method: its own file, one line in perf/a2a_methods.c. `setup` adds
+ * its rows for one size from that size's plans (usually one row named
+ * after the method; levels adds a row per level too). `unavailable`, when
+ * not NULL, says why the method cannot run in this process (e.g. "run under
+ * mpirun"); the method is then left out of the table and listed under
+ * "skipped" in the JSON with that reason.
+ */
+typedef struct a2a_method {
+    const char *name;  /* --methods word and row name */
+    const char *help;  /* one line of --help */
+    const char *(*unavailable)(const perf_ctx_t *c);
+    void (*setup)(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows);
+} a2a_method_t;
+
+/** The table, in output order; a2a_nmethods entries. */
+extern const a2a_method_t *const a2a_methods[];
+extern const int                 a2a_nmethods;
+
+/** Add a row `name` (copied) whose state (owned per ops->free) sends
+ *  `offrank` bytes to other ranks per call on this rank. Exits through
+ *  a2a_die when the size holds too many rows. */
+void a2a_row_add(const perf_ctx_t *c, a2a_rows_t *rows, const char *name,
+                 const a2a_row_ops_t *ops, void *state, double offrank);
+
+/* ---- building blocks several methods share -------------------------------- */
+
+/** A nested all-to-all (s2h) of round 0 of `plan`, checked against the
+ *  global tensor and back (a2a_nested.c). */
+typedef struct a2a_nested a2a_nested_t;
+
+/** serial: levels one after another; mapped: buffers from nsp_mem_alloc,
+ *  same-host peers read in place; oneshot: nsp_a2a_post per call instead
+ *  of one nsp_a2a_create and a start per call. */
+a2a_nested_t *a2a_nested_new(perf_ctx_t *c, const nsp_plan_t *plan, int serial, int mapped,
+                             int oneshot);
+extern const a2a_row_ops_t a2a_nested_ops;
+double a2a_nested_offrank(const a2a_nested_t *n);
+
+/** The copies of a nested s2h of `lay` on this rank as the host path makes
+ *  them (src/attn_sp/nested_a2a.c: every byte to a peer packed, a large
+ *  sequence received in place, the small ones of a level batched and
+ *  unpacked); with `mpi_pack`, as mpi+pack makes them (everything packed
+ *  and unpacked). */
+void a2a_nested_copies(const perf_ctx_t *c, const nsp_layout_t *lay, int mpi_pack,
+                       a2a_copies_t *out);
+
+/** The nested exchange's bytes between every pair (self: what a rank
+ *  keeps) as one world alltoallv, with a byte pattern to check (a2a_tp.c). */
 typedef struct traffic {
     size_t *sc, *sd, *rc, *rd;   /* [N] bytes per world peer, self included */
     char   *send, *recv;
@@ -123,70 +221,15 @@ typedef struct traffic {
     double  offrank;             /* bytes this rank sends to other ranks */
 } traffic_t;
 
-typedef struct mpack_level {
-    nsp_layout_level_t lv;
-    nsp_level_view_t   v;
-    nsp_layout_heads_t hs;
-    size_t            *sb, *sd, *rb, *rd; /* [d]; displacements into the world buffers */
-} mpack_level_t;
-
-typedef struct runner runner_t;
-struct runner {
-    const char *name;
-    void      (*call)(perf_ctx_t *c, runner_t *r);
-    double    (*check)(perf_ctx_t *c, runner_t *r); /* elements wrong on this rank */
-    double      offrank;   /* bytes this rank sends to other ranks per call */
-    double      t_sum;     /* seconds over the timed calls on this rank */
-    /* nested all-to-all (and the layout of mpi+pack) */
-    int               mapped;  /* src and dst from nsp_mem_alloc */
-    nsp_layout_t     *lay;
-    nsp_layout_info_t info;
-    char             *src, *dst, *back;
-    nsp_a2a_params_t  p;
-    nsp_request_t   **reqs;
-    /* same traffic */
-    traffic_t         tr;
-    uint32_t          seq;
-    /* mpi+pack */
-    mpack_level_t    *ml;
-    size_t           *wc;      /* [4N] world counts/displacements */
-    char             *wsend, *wrecv;
-    int              *ic;      /* [4N] the same as int for MPI */
-    /* levels: the level runners, called in turn (not owned) */
-    runner_t         *parts;
-    int               nparts;
-};
-
-/** nested (serial 0, mapped 0), serial (serial 1), nested-mapped (mapped 1:
- *  buffers from nsp_mem_alloc, same-host peers read in place), flat and
- *  level-dN (the nested runner on another plan); `name` is borrowed. */
-void a2a_nested_init(perf_ctx_t *c, runner_t *r, const char *name, const nsp_plan_t *plan,
-                     int serial, int mapped);
-
-/** levels: the nparts level runners at `parts` (set up and owned by the
- *  caller), called in turn. */
-void a2a_levels_init(runner_t *r, runner_t *parts, int nparts);
-
-/** tp-same: the transport's world alltoallv carrying exactly the nested
- *  traffic of `plan` (same bytes per pair, no pack). */
-void a2a_tp_init(perf_ctx_t *c, runner_t *r, const nsp_plan_t *plan);
-
-/** The nested exchange's bytes between every pair as one world alltoallv,
- *  with a byte pattern to check (a2a_traffic_check). */
 void   a2a_traffic_make(perf_ctx_t *c, const nsp_plan_t *plan, traffic_t *tr);
-double a2a_traffic_check(perf_ctx_t *c, runner_t *r);
+double a2a_traffic_check(const perf_ctx_t *c, const traffic_t *tr);
+void   a2a_traffic_free(traffic_t *tr);
+/** An alltoallv of `tr`: its self part copied, the rest on the wire. */
+void   a2a_traffic_copies(const perf_ctx_t *c, const traffic_t *tr, a2a_copies_t *out);
 
 #ifdef NSP_HAVE_MPI
-/** mpi: MPI_Alltoallv on exactly the nested traffic. */
-void a2a_mpi_init(perf_ctx_t *c, runner_t *r, const nsp_plan_t *plan);
-/** mpi+pack: the nested exchange with MPI as the transport. */
-void a2a_mpack_init(perf_ctx_t *c, runner_t *r, const nsp_plan_t *plan);
 /** The out-of-band allgather over MPI_COMM_WORLD (nsp_comm_init_oob). */
 void a2a_mpi_oob(nsp_oob_coll_t *oob);
 #endif
-
-/** Free what any runner holds (collective for nested-mapped: every rank
- *  frees its runners in one order). */
-void a2a_runner_free(perf_ctx_t *c, runner_t *r);
 
 #endif /* NSP_PERF_A2A_PERF_H_ */

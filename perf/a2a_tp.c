@@ -1,7 +1,7 @@
 /*
- * nsp_a2a_perf method tp-same: this library's transport alltoallv over the
- * world carrying exactly the nested traffic (same bytes per pair, no pack)
- * (perf/a2a_perf.h).
+ * nsp_a2a_perf methods tp-same and tp-flat: this library's transport
+ * alltoallv over the world carrying exactly the nested traffic (same bytes
+ * per pair, no pack), or exactly the flat method's (perf/a2a_perf.h).
  */
 #include "config.h"
 
@@ -73,10 +73,9 @@ void a2a_traffic_make(perf_ctx_t *c, const nsp_plan_t *plan, traffic_t *tr)
     free(matrix);
 }
 
-double a2a_traffic_check(perf_ctx_t *c, runner_t *r)
+double a2a_traffic_check(const perf_ctx_t *c, const traffic_t *tr)
 {
-    const traffic_t *tr = &r->tr;
-    double           wrong = 0;
+    double wrong = 0;
 
     for (int p = 0; p < c->nranks; ++p) {
         for (size_t k = 0; k < tr->rc[p]; ++k) {
@@ -86,25 +85,84 @@ double a2a_traffic_check(perf_ctx_t *c, runner_t *r)
     return wrong / (double)c->opts.elem;
 }
 
-static void tp_call(perf_ctx_t *c, runner_t *r)
+void a2a_traffic_copies(const perf_ctx_t *c, const traffic_t *tr, a2a_copies_t *out)
 {
+    memset(out, 0, sizeof(*out));
+    out->self = (double)tr->sc[c->rank];
+    out->wire = tr->offrank;
+}
+
+void a2a_traffic_free(traffic_t *tr)
+{
+    free(tr->sc);
+    free(tr->send);
+    free(tr->recv);
+    memset(tr, 0, sizeof(*tr));
+}
+
+/* ---- the method ----------------------------------------------------------- */
+
+typedef struct tp_same {
+    traffic_t tr;
+    uint32_t  seq; /* tags of its posts */
+} tp_same_t;
+
+static void tp_call(perf_ctx_t *c, void *state, double *phase_s)
+{
+    tp_same_t         *t = state;
     nsp_tp_comm_t     *w = nsp_comm_tp(c->comm);
-    nsp_tp_alltoallv_t a = {.sendbuf = r->tr.send, .sendcounts = r->tr.sc, .sdispls = r->tr.sd,
-                            .recvbuf = r->tr.recv, .recvcounts = r->tr.rc, .rdispls = r->tr.rd};
+    nsp_tp_alltoallv_t a = {.sendbuf = t->tr.send, .sendcounts = t->tr.sc, .sdispls = t->tr.sd,
+                            .recvbuf = t->tr.recv, .recvcounts = t->tr.rc, .rdispls = t->tr.rd};
     nsp_request_t     *req;
 
-    PCHECK(c, w->ops->alltoallv_post(w, &a, NSP_TP_TAG(NSP_TP_TAG_CLASS_USER, r->seq++), NULL,
+    (void)phase_s;
+    PCHECK(c, w->ops->alltoallv_post(w, &a, NSP_TP_TAG(NSP_TP_TAG_CLASS_USER, t->seq++), NULL,
                                      &req), "alltoallv post");
     PCHECK(c, nsp_request_wait(req), "alltoallv wait");
     nsp_request_free(req);
 }
 
-void a2a_tp_init(perf_ctx_t *c, runner_t *r, const nsp_plan_t *plan)
+static double tp_check(perf_ctx_t *c, void *state)
 {
-    memset(r, 0, sizeof(*r));
-    r->name  = "tp-same";
-    r->call  = tp_call;
-    r->check = a2a_traffic_check;
-    a2a_traffic_make(c, plan, &r->tr);
-    r->offrank = r->tr.offrank;
+    return a2a_traffic_check(c, &((tp_same_t *)state)->tr);
 }
+
+static void tp_free(perf_ctx_t *c, void *state)
+{
+    (void)c;
+    a2a_traffic_free(&((tp_same_t *)state)->tr);
+    free(state);
+}
+
+static void tp_copies(perf_ctx_t *c, void *state, a2a_copies_t *out)
+{
+    a2a_traffic_copies(c, &((tp_same_t *)state)->tr, out);
+}
+
+static const a2a_row_ops_t tp_ops = {.call = tp_call, .check = tp_check, .free = tp_free,
+                                     .copies = tp_copies};
+
+static void add_tp(perf_ctx_t *c, a2a_rows_t *rows, const char *name, const nsp_plan_t *plan)
+{
+    tp_same_t *t = a2a_xcalloc(sizeof(*t));
+
+    a2a_traffic_make(c, plan, &t->tr);
+    a2a_row_add(c, rows, name, &tp_ops, t, t->tr.offrank);
+}
+
+static void setup_tp(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+{
+    add_tp(c, rows, "tp-same", plans->nested);
+}
+
+static void setup_tp_flat(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+{
+    add_tp(c, rows, "tp-flat", plans->flat);
+}
+
+const a2a_method_t a2a_method_tp_same = {
+    .name = "tp-same", .setup = setup_tp,
+    .help = "nspcomm's transport alltoallv on exactly the nested traffic, no pack"};
+const a2a_method_t a2a_method_tp_flat = {
+    .name = "tp-flat", .setup = setup_tp_flat,
+    .help = "nspcomm's transport alltoallv on exactly the flat method's traffic"};

@@ -257,6 +257,26 @@ extern const nsp_tp_ops_t nsp_tp_ucx_ops;
  *  what tests check after nsp_mem_free / nsp_comm_destroy. Sets *n. */
 nsp_status_t nsp_tp_ucx_regions_live(int *n);
 
+/** What one rank did on one UCX world since it was created (per world,
+ *  over the world and its sub-communicators; perf/ reads the difference
+ *  around a call). */
+typedef struct nsp_tp_ucx_stats {
+    uint64_t sends;          /**< tag sends posted (zero-byte ones included) */
+    uint64_t sends_rndv;     /**< of them at or above their endpoint's rendezvous threshold
+                                  (zero-copy where UCX has it: CMA on one host); the rest
+                                  go eagerly (copied through the shared-memory FIFO) */
+    uint64_t sends_in_place; /**< of them complete when posted (eager, buffer reusable) */
+    uint64_t send_bytes;
+    uint64_t recvs;          /**< tag receives posted */
+    uint64_t progress;       /**< ucp_worker_progress calls of the rank (tests and progress) */
+    uint64_t progress_idle;  /**< of them that moved nothing */
+} nsp_tp_ucx_stats_t;
+
+/** The counters of the UCX world `comm` belongs to into *out. Returns
+ *  NSP_ERR_NOT_FOUND, logging nothing, when `comm` is not a UCX
+ *  communicator (*out untouched). Local. */
+nsp_status_t nsp_tp_ucx_stats(nsp_tp_comm_t *comm, nsp_tp_ucx_stats_t *out);
+
 /*
  * Helpers any backend may use for its ops (transport.c).
  */

@@ -64,6 +64,7 @@ typedef struct ucx_peer {
     int          watch_pid; /* 1: same host and pid namespace: pid says if it lives */
     int          peer_mode; /* 1: endpoint has UCP_ERR_HANDLING_MODE_PEER */
     int          flush_owed; /* 1: reached over shared memory alone (ucx_flush_owed) */
+    size_t       rndv_thresh; /* tag sends of this many bytes or more go rendezvous */
     pid_t        pid;
 } ucx_peer_t;
 
@@ -105,6 +106,7 @@ struct ucx_world {
     int           abandoned;    /* 1: a request was freed with operations in flight */
     int           active;       /* this rank's requests not complete yet (ucx_req_settle) */
     nsp_ucx_progress_t *progress; /* progress thread (peers on other hosts), or NULL */
+    nsp_tp_ucx_stats_t  stats;    /* what this rank did on the world (nsp_tp_ucx_stats) */
 };
 
 typedef struct ucx_comm {
@@ -389,12 +391,22 @@ static nsp_status_t ucx_req_settle(ucx_req_t *req, int flush)
     return ucx_flush_owed(w, req->comm->base.timeout_s);
 }
 
+/* The rank progresses the worker (counted in w->stats). */
+static unsigned ucx_progress_counted(ucx_world_t *w)
+{
+    unsigned n = nsp_ucx_progress_rank(w->progress, w->worker);
+
+    ++w->stats.progress;
+    w->stats.progress_idle += n == 0;
+    return n;
+}
+
 static nsp_status_t ucx_req_test(nsp_request_t *base)
 {
     ucx_req_t   *req = (ucx_req_t *)base;
     unsigned     n;
 
-    n = nsp_ucx_progress_rank(req->comm->world->progress, req->comm->world->worker);
+    n = ucx_progress_counted(req->comm->world);
 
     base->idle = n == 0;
     if (base->idle) {
@@ -536,7 +548,18 @@ static nsp_status_t ucx_post_recv(ucx_req_t *req, void *buf, size_t bytes, int s
     param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     r = ucp_tag_recv_nbx(req->comm->world->worker, buf, bytes,
                          ucx_tag(req->comm, src, req->tag), (ucp_tag_t)-1, &param);
+    ++req->comm->world->stats.recvs;
     return ucx_op_posted(req, op, r);
+}
+
+/* A send posted to `peer`: its protocol (by the endpoint's rendezvous
+ * threshold) and whether it completed in place (UCX returned no request). */
+static void ucx_count_send(ucx_world_t *w, const ucx_peer_t *peer, size_t bytes, const void *r)
+{
+    ++w->stats.sends;
+    w->stats.send_bytes += bytes;
+    w->stats.sends_rndv += bytes >= peer->rndv_thresh;
+    w->stats.sends_in_place += r == NULL;
 }
 
 static nsp_status_t ucx_post_send(ucx_req_t *req, const void *buf, size_t bytes, int dst)
@@ -555,6 +578,7 @@ static nsp_status_t ucx_post_send(ucx_req_t *req, const void *buf, size_t bytes,
     memset(&param, 0, sizeof(param));
     r = ucp_tag_send_nbx(peer->ep, buf, bytes, ucx_tag(req->comm, req->comm->base.rank, req->tag),
                          &param);
+    ucx_count_send(req->comm->world, peer, bytes, r);
     return ucx_op_posted(req, op, r);
 }
 
@@ -650,7 +674,7 @@ static nsp_status_t ucx_progress(nsp_tp_comm_t *base, int *idle)
     ucx_comm_t *comm = (ucx_comm_t *)base;
     unsigned    n;
 
-    n = nsp_ucx_progress_rank(comm->world->progress, comm->world->worker);
+    n = ucx_progress_counted(comm->world);
 
     if (idle != NULL) {
         *idle = n == 0;
@@ -883,6 +907,7 @@ static nsp_status_t ucx_connect(ucx_world_t *w, int me, const char *table, size_
         ucs_status_t    st;
         int             peer_mode;
 
+        w->peers[r].rndv_thresh = SIZE_MAX; /* learnt once wired up (ucx_mark_flush) */
         if (r == me) {
             continue;
         }
@@ -977,6 +1002,15 @@ static void ucx_region_release(ucx_world_t *w, ucx_region_t *reg);
  * different threads map and unmap concurrently, so it is atomic. */
 static int ucx_regions_live;
 
+nsp_status_t nsp_tp_ucx_stats(nsp_tp_comm_t *comm, nsp_tp_ucx_stats_t *out)
+{
+    if (comm == NULL || out == NULL || comm->ops != ucx_ops()) {
+        return NSP_ERR_NOT_FOUND; /* not a UCX communicator: nothing counted, nothing logged */
+    }
+    *out = ((ucx_comm_t *)comm)->world->stats;
+    return NSP_OK;
+}
+
 nsp_status_t nsp_tp_ucx_regions_live(int *n)
 {
     *n = __atomic_load_n(&ucx_regions_live, __ATOMIC_RELAXED);
@@ -1024,12 +1058,18 @@ static void ucx_world_free(ucx_world_t *w, double timeout_s)
 }
 
 /* Mark the peers ucx_flush_owed flushes: on this host and reached over
- * shared memory alone (the lanes UCX chose, transport/ucx_report.c). */
+ * shared memory alone (the lanes UCX chose, transport/ucx_report.c); and
+ * learn each endpoint's rendezvous threshold (for w->stats). */
 static void ucx_mark_flush(ucx_world_t *w)
 {
     char lanes[256];
 
     for (int r = 0; r < w->nranks; ++r) {
+        if (w->peers[r].ep != NULL) {
+            nsp_ucx_ep_tag_protocols(w->peers[r].ep, lanes, sizeof(lanes));
+            w->peers[r].rndv_thresh = nsp_ucx_rndv_thresh_of(lanes);
+            NSP_DEBUG("ucx: tag sends to world rank %d by size: %s", r, lanes);
+        }
         if (w->peers[r].ep != NULL && w->peers[r].same_host) {
             nsp_ucx_ep_lanes(w->peers[r].ep, lanes, sizeof(lanes));
             w->peers[r].flush_owed = strstr(lanes, "memory") != NULL &&

@@ -1,13 +1,16 @@
 /*
  * The transport report of a UCX world: which UCX transports reach each peer
  * (shared memory inside a node, tcp across), parsed from ucp_ep_print_info's
- * "lane[i]:  n:tl/dev md[m] ..." lines.
+ * "lane[i]:  n:tl/dev md[m] ..." lines, and which protocol a tag send of a
+ * given size takes (its "tag_send: 0..<egr/short>..N..<egr/bcopy>..M..<rndv>
+ * ..(inf)" line).
  */
 #define _GNU_SOURCE
 #include "transport/ucx_report.h"
 
 #include "common/log.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,31 +57,71 @@ static void lanes_parse_line(const char *line, char *buf, size_t len)
     }
 }
 
-void nsp_ucx_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
+/* What ucp_ep_print_info says about ep (malloc'ed, caller frees), or NULL. */
+static char *ep_info_text(ucp_ep_h ep)
 {
     char  *text = NULL;
     size_t size = 0;
     FILE  *mem  = open_memstream(&text, &size);
 
+    if (mem == NULL) {
+        return NULL;
+    }
+    ucp_ep_print_info(ep, mem);
+    fclose(mem);
+    return text;
+}
+
+void nsp_ucx_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
+{
+    char *text;
+
     if (len == 0) {
         return;
     }
     buf[0] = '\0';
-    if (mem != NULL) {
-        ucp_ep_print_info(ep, mem);
-        fclose(mem);
-        for (char *line = text, *next; line != NULL && *line != '\0'; line = next) {
-            next = strchr(line, '\n');
-            if (next != NULL) {
-                *next++ = '\0';
-            }
-            lanes_parse_line(line, buf, len);
+    text   = ep_info_text(ep);
+    for (char *line = text, *next; line != NULL && *line != '\0'; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL) {
+            *next++ = '\0';
         }
+        lanes_parse_line(line, buf, len);
     }
     free(text);
     if (buf[0] == '\0') {
         snprintf(buf, len, "?");
     }
+}
+
+void nsp_ucx_ep_tag_protocols(ucp_ep_h ep, char *buf, size_t len)
+{
+    char       *text = ep_info_text(ep);
+    const char *p    = text != NULL ? strstr(text, " tag_send: ") : NULL;
+
+    if (len == 0) {
+        return;
+    }
+    if (p == NULL) {
+        snprintf(buf, len, "?");
+    } else {
+        p += strlen(" tag_send: ");
+        snprintf(buf, len, "%.*s", (int)strcspn(p, "\n"), p);
+    }
+    free(text);
+}
+
+size_t nsp_ucx_rndv_thresh_of(const char *map)
+{
+    const char *rndv = strstr(map, "..<rndv>");
+    const char *num;
+
+    if (rndv == NULL) {
+        return SIZE_MAX;
+    }
+    for (num = rndv; num > map && num[-1] >= '0' && num[-1] <= '9'; --num) {
+    }
+    return num < rndv ? (size_t)strtoull(num, NULL, 10) : 0;
 }
 
 void nsp_ucx_report(int me, int nranks, ucp_ep_h const *eps, const int *same_host)

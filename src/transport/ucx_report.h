@@ -15,6 +15,16 @@
 void nsp_ucx_ep_lanes(ucp_ep_h ep, char *buf, size_t len);
 
 /**
+ * The sizes at which a tag send on ep changes protocol, as UCX prints them
+ * ("0..<egr/short>..8185..<egr/bcopy>..8192..<rndv>..(inf)"), into buf[len];
+ * "?" when UCX printed none. Always NUL-terminates.
+ */
+void nsp_ucx_ep_tag_protocols(ucp_ep_h ep, char *buf, size_t len);
+
+/** The first size that goes rendezvous in such a map (SIZE_MAX: none). */
+size_t nsp_ucx_rndv_thresh_of(const char *map);
+
+/**
  * Log at INFO, one line for this rank `me` of `nranks`: per peer, the lanes
  * UCX uses to reach it (eps[r], NULL for me) and whether the peer is on this
  * host (same_host[r]). Nothing when INFO is not enabled.

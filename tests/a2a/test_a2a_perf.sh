@@ -17,10 +17,10 @@ grep -q "^# Out of bounds values : 0 OK" "$out" && echo "ok 2 - no wrong element
 n=$(grep -cE "^  (nested|serial|flat|tp-same) " "$out")
 [ "$n" -eq 8 ] && echo "ok 3 - nested, serial, flat and tp-same rows for both sizes" || echo "not ok 3 - $n rows"
 if [ -n "$PYTHON3" ] && [ "$PYTHON3" != no ]; then
-    "$PYTHON3" - "$json" <<'PY' && echo "ok 4 - JSON parses, format nspcomm-a2a-perf-v1, 0 wrong" || echo "not ok 4 - JSON"
+    "$PYTHON3" - "$json" <<'PY' && echo "ok 4 - JSON parses, format nspcomm-a2a-perf-v2, 0 wrong" || echo "not ok 4 - JSON"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["format"] == "nspcomm-a2a-perf-v1"
+assert d["format"] == "nspcomm-a2a-perf-v2"
 assert d["summary"]["wrong"] == 0
 assert {r["method"] for r in d["results"]} >= {"nested", "serial", "flat", "tp-same"}
 assert all(r["time_us"] > 0 and r["busbw"] >= 0 for r in d["results"])
@@ -28,10 +28,12 @@ PY
 else
     echo "ok 4 # SKIP python3 not found"
 fi
-grep -q "^# pipelined levels:" "$out" && echo "ok 5 - footer with the pipelining ratios" || echo "not ok 5 - footer"
+grep -qE "^# serial/nested +time: mean [0-9.]+x, worst [0-9.]+x" "$out" &&
+    echo "ok 5 - footer with the pipelining ratio" || echo "not ok 5 - footer"
 # The plan has several levels: the levels row (each level as its own call,
-# in turn) and one row per level under it, for both sizes, none wrong.
-nl=$(grep -cE "^  levels +[0-9]+ .* 0$" "$out")
-nd=$(grep -cE "^  level-d[0-9]+ +[0-9]+ .* 0$" "$out")
+# in turn) and one row per level under it, for both sizes, none wrong
+# (#wrong is the 8th column).
+nl=$(awk '$1 == "levels" && $8 == "0"' "$out" | wc -l)
+nd=$(awk '$1 ~ /^level-d[0-9]+$/ && $8 == "0"' "$out" | wc -l)
 [ "$nl" -eq 2 ] && [ "$nd" -ge 4 ] && echo "ok 6 - levels row and per-level rows, 0 wrong ($nd level rows)" ||
     echo "not ok 6 - $nl levels rows, $nd level-dN rows with 0 wrong"

@@ -88,7 +88,7 @@ bad $a2a "-b 1X: expected a whole number of bytes" -b 1X
 bad $a2a "-e 1.5: expected a whole number of bytes" -e 1.5
 bad $a2a "-e 1024 is below -b 1048576" -e 1K
 bad $a2a "--elem 3: expected one of: 2, 4" --elem 3
-bad $a2a "--methods bogus: 'bogus' is not one of: serial, levels" --methods bogus
+bad $a2a "--methods bogus: 'bogus' is not one of: nested, nested-oneshot, serial" --methods bogus
 bad $a2a "-J /nonexistent/x: cannot write it: directory /nonexistent does not exist" \
     -J /nonexistent/x
 bad $a2a "--workload /nonexistent: cannot read it" --workload /nonexistent
