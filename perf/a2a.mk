@@ -22,24 +22,6 @@ perf_nsp_a2a_perf_CPPFLAGS += $(MPI_CFLAGS)
 perf_nsp_a2a_perf_LDADD += $(MPI_LIBS)
 endif
 
-# A method is one file and one table line (tests/perf/test_a2a_method.sh):
-# nsp_a2a_perf built with tests/perf/a2a_dummy.c and a copy of the table
-# that has one line more, X(a2a_method_dummy).
-check_PROGRAMS += tests/perf/nsp_a2a_perf_dummy
-tests_perf_nsp_a2a_perf_dummy_SOURCES = perf/nsp_a2a_perf.c tests/perf/a2a_dummy.c
-nodist_tests_perf_nsp_a2a_perf_dummy_SOURCES = tests/perf/a2a_methods_dummy.c
-tests_perf_nsp_a2a_perf_dummy_CPPFLAGS = $(perf_nsp_a2a_perf_CPPFLAGS)
-tests_perf_nsp_a2a_perf_dummy_LDADD = $(perf_nsp_a2a_perf_LDADD)
-CLEANFILES += tests/perf/a2a_methods_dummy.c
-tests/perf/a2a_methods_dummy.c: $(top_srcdir)/perf/a2a_methods.c
-	$(AM_V_GEN)$(MKDIR_P) tests/perf && \
-	$(AWK) '{ print } /^#define A2A_METHOD_TABLE\(X\)/ { print "    X(a2a_method_dummy) \\" }' \
-	    $(top_srcdir)/perf/a2a_methods.c > $@-t && mv $@-t $@
-
-# The perf JSON parses strictly, and methods that cannot run are absent
-# (tests/perf/test_a2a_json.sh); the registry (tests/perf/test_a2a_method.sh).
-TESTS += tests/perf/test_a2a_json.sh tests/perf/test_a2a_method.sh
-dist_noinst_SCRIPTS += tests/perf/test_a2a_json.sh tests/perf/test_a2a_method.sh
 endif
 dist_noinst_SCRIPTS += perf/a2a_compare.sh perf/a2a_profile.sh perf/a2a_profile.py
 
