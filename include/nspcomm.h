@@ -1126,7 +1126,7 @@ nsp_status_t nsp_tree_world(const nsp_tree_t *tree, nsp_comm_t **world);
  * nsp_layout_head_rows() rows: [sum_l T_l*h_l, D].
  *
  * Ring groups (plan group ring r > 1, Ulysses degree u = d / r; ring
- * attention, docs/reference/attention.md). The group's ranks form r Ulysses
+ * attention, docs/design/attention.md). The group's ranks form r Ulysses
  * subgroups of u consecutive ranks: index i of the group is ring index
  * j = i / u and Ulysses index i % u, in the subgroup starting at rank
  * rank0 + j*u. Ring index j holds zigzag chunks j and 2r-1-j of every
@@ -1495,7 +1495,7 @@ nsp_status_t nsp_ring_step(nsp_tree_t *tree, int level, const void *sendbuf, voi
 /* ======================================================================== */
 
 /*
- * Attention on packed variable-length batches (docs/design/attention.md).
+ * Attention on packed variable-length batches (docs/reference/attention.md).
  *
  * Buffers are float32, row-major, host memory (the kernel callback below
  * may receive device memory):
@@ -1517,7 +1517,7 @@ nsp_status_t nsp_ring_step(nsp_tree_t *tree, int level, const void *sendbuf, voi
  * The functions up to nsp_attn_kernel_reference() are in libnspcomm but use
  * no UCX, hwloc, CUDA or NCCL. They are single-threaded, reentrant, and
  * allocate their scratch per call. Tolerances measured against a
- * double-precision naive implementation are in docs/design/attention.md.
+ * double-precision naive implementation are in docs/reference/attention.md.
  */
 
 /** Which optional fields of nsp_attn_params_t are set. */

@@ -119,7 +119,7 @@ static void usage(FILE *f)
         "                         $NSPCOMM_DATA_DIR/workloads (default %s/workloads/%s)\n"
         "  --model NAME           model preset: qwen3-30b-a3b (default), qwen3-235b-a22b,\n"
         "                         llama3-8b\n"
-        "  --model-file FILE      model description (JSON, see docs/guide/planner.md)\n"
+        "  --model-file FILE      model description (JSON, docs/reference/files.md)\n"
         "  --cluster NAME         cluster preset: h100 (default), h800\n"
         "  --cluster-file FILE    cluster description (JSON); --ranks overrides its ranks\n"
         "  --ranks N              ranks (default 64)\n"

@@ -13,7 +13,7 @@
 #                               [-- train_nsp.py options]
 #
 # Defaults: prefix nsptrain-, 2 nodes x 4 ranks, 1gbit, out/netcluster-train,
-# preset default (-P long: long-context training, docs/guide/pytorch.md §9.3),
+# preset default (-P long: long-context training, docs/results.md, "Training"),
 # 10 steps per planner.
 # Needs root (exits 77 otherwise). The cluster is torn down on exit. Exits
 # nonzero when a correctness check of the run fails. Python: $NSP_PYTHON, or

@@ -1,7 +1,7 @@
 /*
  * The routing engine: the nested planner (NSP tree routing, docs/design.md §5.2) and,
- * in disjoint mode, a greedy of the disjoint planner. docs/reference/planners.md has
- * the full description; in short:
+ * in disjoint mode, a greedy of the disjoint planner. docs/reference/planners.md and
+ * docs/design/planner-internals.md have the full description; in short:
  *
  * The tree: levels of degrees deg[0] < deg[1] < ... (each divides the next,
  * default 1, 2, 4, ... up to the largest valid degree); group j of level l is

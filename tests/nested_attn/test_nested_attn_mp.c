@@ -33,7 +33,7 @@
 #include <string.h>
 
 /* fp32 tolerance on |nested - reference| / max |reference| (lse: / max(1, |lse|)).
- * Measured worst: see docs/reference/attention.md §8. */
+ * Measured worst: see docs/results.md, "Accuracy". */
 #define NT_TOL 2e-5
 /* bf16 / fp16 against the same float32 reference (of the unrounded inputs),
  * in units of the unit roundoff u = 2^-p of p significant bits: bf16 keeps
