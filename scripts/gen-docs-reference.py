@@ -57,6 +57,7 @@ def help_text(name, path, src):
            if not k.startswith("NSPCOMM_") and not k.startswith("NSP_")}
     env["COLUMNS"] = "80"
     env["LC_ALL"] = "C"
+    env["ASAN_OPTIONS"] = "detect_leaks=0"  # a sanitizer build: no leak report in the text
     if path.endswith(".py"):
         cmd, exe = [sys.executable, path, "--help"], sys.executable
     else:

@@ -13,6 +13,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("NSP_TOP_SRCDIR") or os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(SRC, "tests", "planner"))
+import taplib as tap  # noqa: E402  (tests/planner/taplib.py: numbered TAP lines)
 BUILD = os.environ.get("NSP_TOP_BUILDDIR") or os.path.join(SRC, "build")
 MAX_LINES = 500
 # Paths of the fixture, spelt so that the checker run on this tree does not
@@ -20,19 +22,10 @@ MAX_LINES = 500
 DOCS = "docs"
 DESIGN = "design" + ".md"
 
-n = 0
-failed = 0
 
-
-def ok(cond, desc, diag=()):
-    global n, failed
-    n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", n, desc))
-    if not cond:
-        failed += 1
-        for line in list(diag)[:40]:
-            print("# " + line)
-    sys.stdout.flush()
+def check(cond, desc, diag=()):
+    """One TAP line; diag: the lines to print on failure."""
+    return tap.ok(cond, desc, "\n".join(diag))
 
 
 def load_checker():
@@ -76,22 +69,22 @@ def self_test(chk):
         fixture(root, good=True)
         res = chk.check_all(root, os.path.join(root, "build"))
         probs = [p for v in res.values() for p in v]
-        ok(not probs, "self-test: a tree whose references all resolve passes", probs)
+        check(not probs, "self-test: a tree whose references all resolve passes", probs)
     with tempfile.TemporaryDirectory() as root:
         fixture(root, good=False)
         res = chk.check_all(root, os.path.join(root, "build"))
         links, mentions, cmds = res["links"], res["mentions"], res["commands"]
-        ok(any("b.md#nope" in p and "no heading" in p for p in links),
+        check(any("b.md#nope" in p and "no heading" in p for p in links),
            "self-test: a link to a missing anchor fails", links)
-        ok(any("missing.md" in p and "no such file" in p for p in links),
+        check(any("missing.md" in p and "no such file" in p for p in links),
            "self-test: a link to a missing file fails", links)
-        ok(not any("nowhere.md" in p for p in links),
+        check(not any("nowhere.md" in p for p in links),
            "self-test: a link inside a code block is not checked", links)
-        ok(any(DOCS + "/gone.md" in p for p in mentions),
+        check(any(DOCS + "/gone.md" in p for p in mentions),
            "self-test: a missing docs file named in code fails", mentions)
-        ok(any("§9" in p for p in mentions),
+        check(any("§9" in p for p in mentions),
            "self-test: a missing design.md section fails", mentions)
-        ok(any("scripts/missing.sh" in p for p in cmds) and any("build/perf/none" in p for p in cmds)
+        check(any("scripts/missing.sh" in p for p in cmds) and any("build/perf/none" in p for p in cmds)
            and any("frobnicate" in p for p in cmds),
            "self-test: README commands that do not exist fail", cmds)
     slugs = {}
@@ -101,7 +94,7 @@ def self_test(chk):
     want = ["1-calling-the-planner-from-c", "nsp_sim",
             "megatron-megatron-cores-dynamic-context-parallelism", "twice", "twice-1",
             "exit-status-and-bad-input"]
-    ok(got == want, "self-test: anchors follow GitHub's rules", ["got %s" % got, "want %s" % want])
+    check(got == want, "self-test: anchors follow GitHub's rules", ["got %s" % got, "want %s" % want])
 
 
 def doc_shape():
@@ -119,23 +112,23 @@ def doc_shape():
             body = [l for l in lines[1:] if l.strip()]
             if not lines[0].startswith("# ") or not body or body[0].startswith(("#", "|", "```", "-")):
                 bad_open.append("%s: no title and opening paragraph" % rel)
-    ok(not bad_len, "every file of docs/ has at most %d lines" % MAX_LINES, bad_len)
-    ok(not bad_open, "every file of docs/ opens with a title and a paragraph", bad_open)
+    check(not bad_len, "every file of docs/ has at most %d lines" % MAX_LINES, bad_len)
+    check(not bad_open, "every file of docs/ opens with a title and a paragraph", bad_open)
 
 
 def main():
     chk = load_checker()
     self_test(chk)
     res = chk.check_all(SRC, BUILD)
-    ok(not res["links"], "every relative link of README.md and docs/ resolves (files and anchors)",
+    check(not res["links"], "every relative link of README.md and docs/ resolves (files and anchors)",
        res["links"])
-    ok(not res["mentions"], "every docs/ path and design.md section named in the tree exists",
+    check(not res["mentions"], "every docs/ path and design.md section named in the tree exists",
        res["mentions"])
-    ok(not res["commands"], "every command of the README's sh blocks exists (tree and build)",
+    check(not res["commands"], "every command of the README's sh blocks exists (tree and build)",
        res["commands"])
     doc_shape()
-    print("1..%d" % n)
-    return 1 if failed else 0
+    tap.plan()
+    return 1 if tap.failed else 0
 
 
 if __name__ == "__main__":

@@ -20,28 +20,15 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("NSP_TOP_SRCDIR") or os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(SRC, "tests", "planner"))
+import taplib as tap  # noqa: E402  (tests/planner/taplib.py: numbered TAP lines)
 BUILD = os.environ.get("NSP_TOP_BUILDDIR") or os.path.join(SRC, "build")
 OTHER = "Other libraries"
 
-n = 0
-failed = 0
 
-
-def ok(cond, desc, diag=()):
-    global n, failed
-    n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", n, desc))
-    if not cond:
-        failed += 1
-        for line in list(diag)[:40]:
-            print("# " + line)
-    sys.stdout.flush()
-
-
-def skip(desc, why):
-    global n
-    n += 1
-    print("ok %d - %s # SKIP %s" % (n, desc, why))
+def check(cond, desc, diag=()):
+    """One TAP line; diag: the lines to print on failure."""
+    return tap.ok(cond, desc, "\n".join(diag))
 
 
 def load(name, file):
@@ -104,26 +91,26 @@ def check_tools(gen):
         desc = "docs/reference/tools.md: %s --help is what the tool prints" % name
         st = status.get(name)
         if st == "not built":
-            skip(desc, "%s is not built in %s" % (name, BUILD))
+            tap.skip(desc, "%s is not built in %s" % (name, BUILD))
         elif st == "same":
-            ok(True, desc)
+            check(True, desc)
         else:
             start = doc.find(gen.BEGIN % name)
             diag = [st or "no block"]
             if st == "differs":
                 import difflib
                 diag += list(difflib.unified_diff(doc.splitlines(), new.splitlines(), lineterm=""))
-            ok(False, desc + " (scripts/gen-docs-reference.py --write updates it)", diag)
+            check(False, desc + " (scripts/gen-docs-reference.py --write updates it)", diag)
     # self-test: the committed text with one character changed in plan_check's block
     mark = gen.BEGIN % "plan_check.py"
     i = doc.find(mark)
     j = doc.find("usage:", i)
     if i < 0 or j < 0:
-        ok(False, "self-test: plan_check.py's block is there to change", [])
+        check(False, "self-test: plan_check.py's block is there to change", [])
         return
     broken = doc[:j] + "Usage:" + doc[j + len("usage:"):]
     _, rep = gen.regenerate(broken, SRC, BUILD)
-    ok(dict(rep).get("plan_check.py") == "differs",
+    check(dict(rep).get("plan_check.py") == "differs",
        "self-test: a --help block changed by one character is found", [str(rep)])
 
 
@@ -133,15 +120,15 @@ def check_env(gen):
     found = gen.env_vars(SRC)
     text = tree_text()
     probs = env_problems(found, mine, other, text)
-    ok(len(found) > 40 and not probs,
+    check(len(found) > 40 and not probs,
        "docs/reference/environment.md lists every variable the code reads, and only those "
        "(%d found in the code)" % len(found), probs)
     some = "NSPCOMM_TIMEOUT"
     probs = env_problems(found, mine - {some}, other, text)
-    ok(any(p.startswith(some) for p in probs),
+    check(any(p.startswith(some) for p in probs),
        "self-test: a variable the code reads but the docs lack is found", probs)
     probs = env_problems(found, mine | {"NSPCOMM_NO_SUCH_VARIABLE"}, other, text)
-    ok(any(p.startswith("NSPCOMM_NO_SUCH_VARIABLE") for p in probs),
+    check(any(p.startswith("NSPCOMM_NO_SUCH_VARIABLE") for p in probs),
        "self-test: a documented variable no code reads is found", probs)
 
 
@@ -149,8 +136,8 @@ def main():
     gen = load("gen_docs_reference", "gen-docs-reference.py")
     check_tools(gen)
     check_env(gen)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    tap.plan()
+    return 1 if tap.failed else 0
 
 
 if __name__ == "__main__":
