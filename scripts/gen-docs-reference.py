@@ -51,7 +51,19 @@ def tool_path(src, build, where):
     return os.path.join(build, where)
 
 
-def help_text(name, path, src):
+def configured_srcdir(build):
+    """abs_top_srcdir of a configured build tree (what its tools compiled in), or None."""
+    try:
+        with open(os.path.join(build, "Makefile"), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("abs_top_srcdir = "):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def help_text(name, path, src, build=None):
     """The tool's --help output, made independent of where it was built."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("NSPCOMM_") and not k.startswith("NSP_")}
@@ -66,8 +78,11 @@ def help_text(name, path, src):
                          timeout=60, check=False)
     text = res.stdout + res.stderr
     text = text.replace("usage: %s" % os.path.basename(path), "usage: %s" % name)
-    for root in sorted({src, os.path.realpath(src), os.environ.get("NSP_TOP_SRCDIR", src)},
-                       key=len, reverse=True):
+    roots = {src, os.path.realpath(src), os.environ.get("NSP_TOP_SRCDIR", src)}
+    built_in = configured_srcdir(build) if build else None
+    if built_in:
+        roots |= {built_in, os.path.realpath(built_in)}
+    for root in sorted(roots, key=len, reverse=True):
         text = text.replace(root.rstrip("/"), "<srcdir>")
     text = re.sub(r"<srcdir>(/[^/\s]+)*?/\.\.(?=/)", "<srcdir>", text)
     text = text.replace("optional arguments:", "options:")  # Python < 3.10
@@ -103,7 +118,7 @@ def regenerate(doc, src, build):
         if not os.path.exists(path):
             report.append((name, "not built"))
             continue
-        new = help_text(name, path, src)
+        new = help_text(name, path, src, build)
         report.append((name, "same" if new == old else "differs"))
         doc = doc[:start] + "\n```text\n" + new + "```\n" + doc[end:]
     return doc, list(reversed(report))

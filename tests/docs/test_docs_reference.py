@@ -13,6 +13,7 @@
 Self-tests: a --help block changed by one character, and an environment
 list with a variable dropped and one invented, must fail."""
 
+import difflib
 import importlib.util
 import os
 import re
@@ -95,11 +96,13 @@ def check_tools(gen):
         elif st == "same":
             check(True, desc)
         else:
-            start = doc.find(gen.BEGIN % name)
             diag = [st or "no block"]
             if st == "differs":
-                import difflib
-                diag += list(difflib.unified_diff(doc.splitlines(), new.splitlines(), lineterm=""))
+                old = gen.blocks(doc)[name][2] or ""
+                mine = gen.blocks(new)[name][2] or ""
+                diag += list(difflib.unified_diff(old.splitlines(), mine.splitlines(),
+                                                  "docs/reference/tools.md", name + " --help",
+                                                  lineterm=""))
             check(False, desc + " (scripts/gen-docs-reference.py --write updates it)", diag)
     # self-test: the committed text with one character changed in plan_check's block
     mark = gen.BEGIN % "plan_check.py"
