@@ -3,7 +3,7 @@
 # library, which exports nothing else: what a user's program sees.
 # tests/examples runs it on forked ranks; tests/test_structure.sh checks
 # that no example includes more than nspcomm.h and system headers.
-# examples/torch/ is the PyTorch training example (docs/pytorch.md).
+# examples/torch/ is the PyTorch training example (docs/guide/pytorch.md).
 if NSP_COMM
 noinst_PROGRAMS += examples/nested_alltoall
 examples_nested_alltoall_SOURCES = examples/nested_alltoall.c

@@ -4,7 +4,7 @@
  * all-to-all (sequence-sharded [T_local, H, D] -> head-sharded) and checks
  * every element it receives. Start it under a launcher, e.g.
  *   NSPCOMM_ROOT=127.0.0.1:29500 mpirun -np 4 ./nested_alltoall
- * or with NSPCOMM_RANK and NSPCOMM_NRANKS set per process (docs/comm.md).
+ * or with NSPCOMM_RANK and NSPCOMM_NRANKS set per process (docs/guide/c-api.md).
  */
 #include <nspcomm.h>
 #include <stdint.h>

@@ -191,10 +191,10 @@ typedef struct nsp_cluster {
                                  it holds; < 0 (presets: NSP_ROUND_FIXED_DERIVED) = derived
                                  from model and cluster: (1 - eta) x the per-micro-batch
                                  weight traffic of ZeRO-3/FSDP + kernel launches
-                                 (docs/cost-model.md section 8) */
+                                 (docs/reference/cost-model.md section 8) */
     /* The CPU an exchange costs the sending and receiving rank where the CPU
      * moves the bytes (shared-memory copies, a tcp stack): added to the rank's
-     * compute, not hidden by eta (docs/cost-model.md section 9). 0 (the
+     * compute, not hidden by eta (docs/reference/cost-model.md section 9). 0 (the
      * presets' and the default of a cluster file) where NICs, DMA or NVLink
      * move them; then every cost is what it was without these fields. */
     double cpu_byte_intra;  /**< seconds of rank CPU per byte sent + received, degree <= G */
@@ -309,7 +309,8 @@ enum {
     NSP_PLAN_FLAG_SOLVER_TIMEOUT  = 1u << 1, /**< the MILP solver hit its time limit */
     NSP_PLAN_FLAG_RING            = 1u << 2  /**< planned with enable_ring: groups may be
                                                   Ulysses x ring, and lower_bound_s lets a
-                                                  sequence use every rank (docs/cost-model.md) */
+                                                  sequence use every rank
+                                                  (docs/reference/cost-model.md) */
 };
 
 /**
@@ -334,7 +335,7 @@ typedef enum {
     NSP_PLANNER_DISJOINT = 1,
     NSP_PLANNER_NESTED   = 2,
     NSP_PLANNER_MEGATRON = 3   /**< Megatron-Core's dynamic (hybrid) context parallelism
-                                    policy as a baseline (docs/planners.md) */
+                                    policy as a baseline (docs/reference/planners.md) */
 } nsp_planner_kind_t;
 
 /**
@@ -390,7 +391,7 @@ typedef struct nsp_planner_params {
     int                enable_ring;      /**< 1: groups may be Ulysses x ring (ring degree
                                               r > 1), so degrees go above the head count up
                                               to the ranks (default 0: Ulysses only; see
-                                              docs/cost-model.md) */
+                                              docs/reference/cost-model.md) */
     int64_t            max_seqlen_per_rank; /**< megatron: tokens per rank that size a
                                               sequence's group (2^ceil(log2(len / it))
                                               ranks); default: searched over the values
@@ -445,7 +446,7 @@ nsp_status_t nsp_lower_bound(const nsp_model_t *model, const nsp_cluster_t *clus
 /**
  * The lower bound nsp_plan_create() reports for this batch with these
  * `params` (borrowed): nsp_lower_bound() unless params enable rings, in which
- * case the longest sequence may spread over every rank (docs/cost-model.md).
+ * case the longest sequence may spread over every rank (docs/reference/cost-model.md).
  * Errors: NSP_ERR_INVALID_ARG.
  */
 NSP_EXPORT
@@ -506,7 +507,7 @@ void nsp_plan_free(nsp_plan_t *plan);
  *                        the NSPCOMM_ROOT rendezvous's key is derived;
  *                        NSPCOMM_TOKEN_FILE names a file holding it instead.
  *                        Without either the rendezvous listens on loopback
- *                        only (one host). See docs/security.md.
+ *                        only (one host). See docs/design/security.md.
  *   NSPCOMM_PROGRESS_THREAD auto (default): a UCX world with ranks on other
  *                        hosts owns a thread that progresses the worker
  *                        while the rank computes (tcp moves bytes only then);
@@ -518,7 +519,7 @@ void nsp_plan_free(nsp_plan_t *plan);
  * known to have exited: within about a second on one host) or
  * NSP_ERR_TIMEOUT (nothing arrived for the timeout), and the communicator
  * (with every tree built on it) is then broken: free requests and destroy,
- * nothing else. See docs/comm.md.
+ * nothing else. See docs/guide/c-api.md.
  */
 
 /** A world communicator over nranks processes (opaque). */
@@ -566,7 +567,7 @@ typedef struct nsp_config {
  * a fresh random 32-byte secret: a rank proves it holds it by HMAC-SHA256
  * over a random challenge (the secret never crosses the network), the
  * server proves it back, and connections that do not are closed without
- * disturbing the others (docs/security.md). The calling process must stay alive until every
+ * disturbing the others (docs/design/security.md). The calling process must stay alive until every
  * rank's nsp_comm_init_rank() with this id has returned (if it is itself a
  * rank, its own init waits for the others to finish bootstrap). The thread
  * ends when all ranks have finished bootstrap, or when ranks that joined
@@ -760,7 +761,7 @@ nsp_status_t nsp_comm_allgather(nsp_comm_t *comm, const void *sendbuf, void *rec
  * every rank of the world allocates `bytes` (at least 1; may differ between
  * ranks) and every rank on the same host maps the others' regions, so the
  * nested all-to-all reads a peer's source directly instead of sending it
- * (docs/a2a.md, "Mapped sources"): one copy per byte. A buffer is used
+ * (docs/reference/alltoall.md, "Mapped sources"): one copy per byte. A buffer is used
  * that way only by a post with nsp_a2a_params_t.mapped = 1, and only at a
  * level where the src lies inside such a region on every rank of the
  * level's group and every rank of it maps the others; any other level
@@ -852,7 +853,7 @@ nsp_status_t nsp_request_free(nsp_request_t *req);
  *
  * GPUs are NVIDIA PCI devices (vendor 0x10de, class 0x0302 3D controller or
  * 0x0300 VGA); hwloc without its CUDA/NVML plugins sees nothing else, and
- * nothing of NVLink. See docs/topology.md.
+ * nothing of NVLink. See docs/reference/topology.md.
  */
 
 /** A host topology (opaque): nsp_topology_load(), nsp_topology_free(). */
@@ -1125,7 +1126,7 @@ nsp_status_t nsp_tree_world(const nsp_tree_t *tree, nsp_comm_t **world);
  * nsp_layout_head_rows() rows: [sum_l T_l*h_l, D].
  *
  * Ring groups (plan group ring r > 1, Ulysses degree u = d / r; ring
- * attention, docs/nested-attention.md). The group's ranks form r Ulysses
+ * attention, docs/design/attention.md). The group's ranks form r Ulysses
  * subgroups of u consecutive ranks: index i of the group is ring index
  * j = i / u and Ulysses index i % u, in the subgroup starting at rank
  * rank0 + j*u. Ring index j holds zigzag chunks j and 2r-1-j of every
@@ -1330,7 +1331,8 @@ typedef struct nsp_a2a_params {
     int                mapped;     /**< 1: src was allocated with nsp_mem_alloc() on every
                                         rank; levels whose group shares a host read the
                                         peers' sources in place (one copy per byte, no
-                                        send; docs/a2a.md "Mapped sources"). A level where
+                                        send; docs/reference/alltoall.md, "Mapped
+                                        sources"). A level where
                                         some rank's src is not inside one region, or some
                                         peer is not mapped, exchanges as usual on every
                                         rank of its group. src stays borrowed (peers read
@@ -1493,7 +1495,7 @@ nsp_status_t nsp_ring_step(nsp_tree_t *tree, int level, const void *sendbuf, voi
 /* ======================================================================== */
 
 /*
- * Attention on packed variable-length batches (docs/attention.md).
+ * Attention on packed variable-length batches (docs/reference/attention.md).
  *
  * Buffers are float32, row-major, host memory (the kernel callback below
  * may receive device memory):
@@ -1515,7 +1517,7 @@ nsp_status_t nsp_ring_step(nsp_tree_t *tree, int level, const void *sendbuf, voi
  * The functions up to nsp_attn_kernel_reference() are in libnspcomm but use
  * no UCX, hwloc, CUDA or NCCL. They are single-threaded, reentrant, and
  * allocate their scratch per call. Tolerances measured against a
- * double-precision naive implementation are in docs/attention.md.
+ * double-precision naive implementation are in docs/reference/attention.md.
  */
 
 /** Which optional fields of nsp_attn_params_t are set. */
@@ -1718,7 +1720,7 @@ NSP_EXPORT
 nsp_status_t nsp_attn_kernel_reference(nsp_attn_kernel_t *kernel);
 
 /* ------------------------------------------------------------------------ */
-/* Nested sequence-parallel attention (docs/nested-attention.md)            */
+/* Nested sequence-parallel attention (docs/reference/attention.md)            */
 /* ------------------------------------------------------------------------ */
 
 /*
@@ -1746,7 +1748,7 @@ nsp_status_t nsp_attn_kernel_reference(nsp_attn_kernel_t *kernel);
  *
  * Buffers (host memory with the UCX backend; device memory of the current
  * CUDA device with the NCCL backend, see nsp_nested_attn_set_stream();
- * element type `dtype`, lse float32; docs/nested-attention.md "Dtypes"):
+ * element type `dtype`, lse float32; docs/reference/attention.md "Dtypes"):
  *   q, o, dout, dq   [T_local, n_q, D]    sequence-sharded (layout section 7)
  *   k, v, dk, dv     [T_local, n_kv, D]
  *   lse              [T_local, n_q]

@@ -2,7 +2,7 @@
 # MPI_Alltoallv side by side when Open MPI is found (NSP_MPI).
 #
 # perf/libnspa2a: its frame and its methods, each method a file registered
-# by one line of the table perf/a2a_methods.c (docs/extending.md, "A perf
+# by one line of the table perf/a2a_methods.c (docs/design/extending.md, "A perf
 # method"); the program is the table, main and this library.
 if NSP_COMM
 noinst_LTLIBRARIES += perf/libnspa2a.la
@@ -25,7 +25,7 @@ endif
 endif
 dist_noinst_SCRIPTS += perf/a2a_compare.sh perf/a2a_profile.sh perf/a2a_profile.py
 
-# perf/nsp_calibrate: measure a world, write the cluster file (docs/calibration.md).
+# perf/nsp_calibrate: measure a world, write the cluster file (docs/reference/calibration.md).
 if NSP_COMM
 noinst_PROGRAMS += perf/nsp_calibrate
 perf_nsp_calibrate_SOURCES = perf/nsp_calibrate.c

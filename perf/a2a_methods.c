@@ -2,7 +2,7 @@
  * The methods of nsp_a2a_perf, in the order of its table and JSON. A new
  * method is a file of its own defining `const a2a_method_t a2a_method_NAME`
  * (perf/a2a_perf.h) and ONE line below, X(a2a_method_NAME); the file goes
- * into perf_nsp_a2a_perf_SOURCES (perf/a2a.mk). docs/extending.md, "A perf
+ * into perf_nsp_a2a_perf_SOURCES (perf/a2a.mk). docs/design/extending.md, "A perf
  * method", walks through one.
  */
 #include "config.h"

@@ -3,7 +3,7 @@
  * table (size, count, type, time, algbw, busbw, #wrong, and the CPU time
  * per call), the definitions of its columns, per size the phases, the UCX
  * operations and the ratios between rows, the footer; and the same as JSON
- * ("nspcomm-a2a-perf-v2", docs/a2a.md §5). A number that is not finite is
+ * ("nspcomm-a2a-perf-v2", docs/reference/alltoall.md §5). A number that is not finite is
  * N/A in the table and null in the JSON; a ratio whose two rows did not
  * both run is absent; so the JSON always parses with a strict parser.
  */

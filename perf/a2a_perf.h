@@ -7,7 +7,7 @@
  *   a2a_run.c       one size: the rows set up, interleaved repetitions
  *                   timed, statistics over ranks and repetitions
  *   a2a_output.c    the table, the ratios, the footer and the JSON
- *   a2a_methods.c   THE TABLE: one line per method (docs/extending.md)
+ *   a2a_methods.c   THE TABLE: one line per method (docs/design/extending.md)
  *   a2a_data.c      the global tensor, filling and checking, byte counts,
  *                   errors, memory
  *   a2a_plans.c     the real plan and the plans each size derives from it

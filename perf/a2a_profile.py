@@ -32,7 +32,8 @@ was doing, from the leaf of the call chain up:
 report reads OUTDIR/timing-*.json (interleaved timing runs) and
 OUTDIR/cpu-*.cpu.json, prints one table per launcher and size, and writes
 OUTDIR/profile.json (numbers or null, never NaN) and OUTDIR/profile.md (the
-tables of docs/a2a.md §6: one per launcher, a row per method and size).
+tables behind docs/results.md, "The nested all-to-all against MPI": one per
+launcher, a row per method and size).
 """
 import glob
 import json

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the nested all-to-all's time goes, per size, beside MPI_Alltoallv and
-# the transport alone (docs/a2a.md §7 is written from its output).
+# the transport alone (the tables of docs/results.md come from its output).
 #
 #   perf/a2a_profile.sh [-n RANKS] [-s "1M 2M 4M 8M 16M"] [-l mpirun|fork|both]
 #                       [-i ITERS] [-F HZ] [-o OUTDIR] [BUILD_DIR]

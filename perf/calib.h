@@ -1,7 +1,7 @@
 /*
  * perf/calib: the measurements perf/nsp_calibrate makes on one rank, shared
  * with the demo (tools/demo/demo_calib.c), which calibrates the same kernel
- * the same way (docs/calibration.md):
+ * the same way (docs/reference/calibration.md):
  *
  *  - the attention kernel's fit: fwd + bwd of the reference kernel, best
  *    thread CPU time of `reps`, on `tokens` tokens packed as sequences of

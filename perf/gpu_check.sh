@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # perf/gpu_check.sh — check nspcomm's GPU code on a machine with an NVIDIA GPU,
-# in a few minutes, from a checkout (docs/gpu.md).
+# in a few minutes, from a checkout (docs/guide/gpu.md).
 #
 #   bash perf/gpu_check.sh [--quick]
 #
@@ -34,7 +34,7 @@
 # Without a usable GPU it still builds everything (so the build is checked),
 # says so, and exits 77 (skip) without running the GPU steps.
 #
-# Needs what the library's build needs (README, docs/gpu.md): gcc, make,
+# Needs what the library's build needs (README, docs/guide/gpu.md): gcc, make,
 # pkg-config, UCX (libucx-dev), hwloc (libhwloc-dev), OpenSSL's libcrypto
 # (libssl-dev), autoconf/automake/libtool unless ./configure exists; and the
 # CUDA toolkit (nvcc) and NCCL (headers and library: a toolkit's, a

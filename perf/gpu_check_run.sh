@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # perf/gpu_check_run.sh — run nspcomm's GPU checks from a configured build
-# tree (docs/gpu.md). `make gpu-check` builds the programs with the
+# tree (docs/guide/gpu.md). `make gpu-check` builds the programs with the
 # project's own build and runs this; perf/gpu_check.sh configures a build
 # tree first on a bare checkout.
 #

@@ -1,7 +1,7 @@
 /*
  * nsp_calibrate: measure a world and write the cluster file the planner loads
  * (nsp_cluster_load), every key with the measurement it came from
- * (docs/calibration.md).
+ * (docs/reference/calibration.md).
  *
  * On any world: --ranks N forks N local ranks (each enters its node when
  * NSP_NETCLUSTER names a namespace cluster, scripts/netcluster.sh); without
@@ -27,7 +27,7 @@
  *    the kernel run meanwhile, against each alone:
  *    eta = (T_comm + T_comp - T_both) / min(T_comm, T_comp), in [0, 1];
  *  - the per-round fixed cost round_fixed_s, what every micro-batch repeats
- *    (docs/cost-model.md section 8): the weight collectives of ZeRO-3/FSDP
+ *    (docs/reference/cost-model.md section 8): the weight collectives of ZeRO-3/FSDP
  *    (a world all-to-all of the all-gather's bytes per rank, (1 - eta) x 3
  *    of it) and the kernel launches (layers x launches x one launch).
  * The kernel measurements are perf/calib.h's (the demo makes the same),
@@ -496,7 +496,7 @@ typedef struct cal_level {
     double cpu_byte, cpu_call; /* what the file uses: the executor's, else the bare ones */
 } cal_level_t;
 
-/* The per-round fixed cost (docs/cost-model.md section 8), seconds:
+/* The per-round fixed cost (docs/reference/cost-model.md section 8), seconds:
  * fixed_s = weights_hidden x 3 x coll_s + layers x launches x launch_s. */
 typedef struct cal_round {
     double bytes;          /* (N-1)/N b P_dense: one weight collective per rank */
@@ -583,7 +583,7 @@ static void level_cpu(const cal_opts_t *o, const cal_rank_t *all, int nranks, in
 }
 
 /* The executor's exchange CPU of level l: the model charges a rank of a
- * group X = cpu_byte x 2 A(s) + 4 cpu_call per layer (docs/cost-model.md
+ * group X = cpu_byte x 2 A(s) + 4 cpu_call per layer (docs/reference/cost-model.md
  * section 9; A = the model's bf16 bytes sent). Two sequence lengths give
  * the line: slope k = dX / dA per model byte of the float32 run, intercept
  * X0; cpu_byte = k / 2 x E/4 (the runs move E-byte elements, the executor
@@ -1000,8 +1000,9 @@ static nsp_status_t write_cluster(const cal_opts_t *o, const cal_result_t *r)
     }
     nsp_json_writer_init(&w, f, 2);
     nsp_json_begin_object(&w, NULL, 0);
-    nsp_json_string(&w, "_comment", "Written by perf/nsp_calibrate (docs/calibration.md); bw in "
-                    "the cost model's unit (bf16 elements); _from says where each key came from");
+    nsp_json_string(&w, "_comment", "Written by perf/nsp_calibrate (docs/reference/calibration.md); "
+                    "bw in the cost model's unit (bf16 elements); _from says where each key came "
+                    "from");
     nsp_cluster_write_fields(&w, c);
     json_from(&w, o, r);
     json_levels(&w, r);
@@ -1237,7 +1238,7 @@ static int fork_ranks(const cal_opts_t *o)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: nsp_calibrate [options]   (docs/calibration.md)\n"
+            "Usage: nsp_calibrate [options]   (docs/reference/calibration.md)\n"
             "Measure this world and write the cluster file nsp_cluster_load reads.\n\n"
             "  --ranks N            fork N local ranks (under NSP_NETCLUSTER each enters its\n"
             "                       node); without it, every process is one rank of mpirun,\n"

@@ -10,7 +10,7 @@
  *                --planners static,disjoint,nested,megatron [--ring] [--round-fixed S] [--json FILE] [--svg FILE]
  *
  * --ring plans with params.enable_ring (Ulysses x ring groups above the head
- * count, docs/cost-model.md) for every planner; the lower bound is then the
+ * count, docs/reference/cost-model.md) for every planner; the lower bound is then the
  * bound with rings.
  *
  * With no arguments it runs the default of the README: the Wikipedia lengths
@@ -119,7 +119,7 @@ static void usage(FILE *f)
         "                         $NSPCOMM_DATA_DIR/workloads (default %s/workloads/%s)\n"
         "  --model NAME           model preset: qwen3-30b-a3b (default), qwen3-235b-a22b,\n"
         "                         llama3-8b\n"
-        "  --model-file FILE      model description (JSON, see docs/planner.md)\n"
+        "  --model-file FILE      model description (JSON, docs/reference/files.md)\n"
         "  --cluster NAME         cluster preset: h100 (default), h800\n"
         "  --cluster-file FILE    cluster description (JSON); --ranks overrides its ranks\n"
         "  --ranks N              ranks (default 64)\n"
@@ -129,10 +129,10 @@ static void usage(FILE *f)
         "  --seed K               sampler seed (default 1)\n"
         "  --planners LIST        comma-separated: static,disjoint,nested,megatron (default all)\n"
         "  --round-fixed S        seconds each round adds to a step (cluster round_fixed_s;\n"
-        "                         default: derived, docs/cost-model.md; -1 = derived)\n"
+        "                         default: derived, docs/reference/cost-model.md; -1 = derived)\n"
         "  --time-limit S         disjoint planner: MILP time limit per round (default 1 s)\n"
         "  --ring                 allow Ulysses x ring groups above the head count\n"
-        "                         (params.enable_ring; docs/cost-model.md)\n"
+        "                         (params.enable_ring; docs/reference/cost-model.md)\n"
         "  --json FILE            write every plan (nspcomm-sim-v1)\n"
         "  --svg FILE             draw one batch: per-rank time stacked by level\n"
         "  --svg-batch I          the batch to draw (default 0)\n"
@@ -322,7 +322,7 @@ static void print_header(const sim_config_t *cfg, const nsp_model_t *m, const ns
                          size_t nlens)
 {
     printf("# nspcomm cluster simulator (cost model v1, docs/design.md §5.1%s)\n",
-           cfg->ring ? ", with Ulysses x ring groups: docs/cost-model.md" : "");
+           cfg->ring ? ", with Ulysses x ring groups: docs/reference/cost-model.md" : "");
     printf("# workload : %s (%zu lengths)\n", cfg->workload, nlens);
     printf("# model    : %s: L=%d h=%d heads %d/%d x %d, ffn %.0f, experts %d top-%d, "
            "%.3g params\n", m->name, m->layers, m->hidden, m->q_heads, m->kv_heads, m->head_dim,

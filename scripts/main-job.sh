@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on its embedded default (README command 1 ends here): the
 # demo of nested sequence-parallel attention on 8 local ranks over UCX
-# (docs/demo.md). It calibrates this machine, plans batches of a real
+# (docs/guide/demo.md). It calibrates this machine, plans batches of a real
 # workload with static, disjoint and nested, runs one attention layer
 # forward + backward per plan on forked ranks, checks every rank's outputs
 # against the single-process reference, and prints the table (measured

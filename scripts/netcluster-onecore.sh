@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One core per rank, real kernels, a real wire (docs/netcluster.md section 8):
+# One core per rank, real kernels, a real wire (docs/guide/netcluster.md, "One core per rank"):
 # a namespace cluster of 2 nodes x 1 rank (scripts/netcluster.sh), each rank
 # pinned to its own CPU (-c, NSP_LAUNCH_CPUS), the uplinks shaped to RATE.
 # Per rate: nsp_calibrate on that cluster, then the demo planned with that
@@ -13,7 +13,7 @@
 #             the long sequence on both ranks, the short ones on one rank
 #             each in the same round, so level 0 computes while level 1's
 #             exchange moves), the plan the cost model prices lowest and
-#             the nested planner does not find (docs/netcluster.md 8.3)
+#             the nested planner does not find (docs/results.md, "The namespace cluster")
 # A rank's memory is the demo's rule (--mem-from-ratio: 1.25 x 4096 tokens),
 # not the calibrated file's (the host's RAM), so the long sequence cannot
 # stay on one rank. Every demo run has --reps R timed steps per (planner,

@@ -9,7 +9,7 @@
 #                              [--keep DIR] [--from DIR]
 #
 # --round-fixed S sets every round's fixed cost (cluster round_fixed_s;
-# default: derived, docs/cost-model.md; 0 gives the model without it).
+# default: derived, docs/reference/cost-model.md; 0 gives the model without it).
 #
 # Prints a markdown table on stdout (one row per configuration and a
 # geometric-mean row), writes the same numbers as JSON (default
@@ -20,7 +20,7 @@
 #
 # Besides the lower bound of docs/design.md §5.2 (LB), the table gives nested's gap to
 # a tighter bound LB* = max(LB', LB'') derived here from each batch alone
-# (docs/planners.md): LB' counts the exchange no plan avoids and the
+# (docs/reference/planners.md): LB' counts the exchange no plan avoids and the
 # recomputation or splitting a sequence too large for one rank needs; LB''
 # (computed where nested is over 1.10 x LB') adds that the round holding the
 # longest sequence can hold only so much of the rest within its memory.
@@ -69,7 +69,7 @@ order = {"wikipedia-flexsp": 0, "prolong-distca": 1, "wlbllm-distca": 2}
 
 
 def round_cost(m, c):
-    """The fixed cost of one round, seconds (docs/cost-model.md section 8),
+    """The fixed cost of one round, seconds (docs/reference/cost-model.md section 8),
     re-derived here: cluster round_fixed_s, or when negative (1 - eta) x the
     dense weights' all-gather x 2 + gradient reduce-scatter at B(N), plus L x
     100 launches x 4 us."""
@@ -295,10 +295,10 @@ print(f"| **geometric mean** | | | | | | | **{fmt(summary['geomean_nested_vs_sta
 print()
 print(f"Step times are seconds per training step (mean of {batches} batches, seed {seed}), "
       f"predicted by cost model v1 (docs/design.md §5.1) with a fixed cost of {rows[0]['round_s']:.4f} s "
-      "per round (64 ranks; docs/cost-model.md); nested vs megatron is worst "
+      "per round (64 ranks; docs/reference/cost-model.md); nested vs megatron is worst "
       f"{fmt(summary['min_nested_vs_megatron_batch'], '.3f', 'x')} on a single batch; a row "
       "without a planner's run shows -; LB is the lower bound of docs/design.md §5.2, LB* the "
-      "tighter bound of docs/planners.md (unavoidable exchange, memory-forced recomputation or "
-      "splitting, and the memory of the round that holds the longest sequence); plan ms is the "
+      "tighter bound of docs/reference/planners.md (unavoidable exchange, memory-forced "
+      "recomputation or splitting, and the memory of the round that holds the longest sequence); plan ms is the "
       "mean wall time of one nsp_plan_create on one core.")
 EOF

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the ring results table of docs/cost-model.md (issue 4): nested
+# Regenerate the ring results table of docs/results.md (issue 4): nested
 # with rings (Ulysses x ring levels above the head count) against the
 # Ulysses-only tree, and static with rings against static, with perf/nsp_sim
 # on the three shipped workloads, qwen3-30b-a3b on 128 h100, 32768 and 65536

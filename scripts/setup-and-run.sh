@@ -7,4 +7,4 @@ bash scripts/setup.sh
 bash scripts/build.sh
 bash scripts/setup-python.sh   # torch + the nspcomm package into .venv (PyPI)
 bash scripts/main-job.sh "$@"
-bash scripts/train-torch.sh   # the short PyTorch training run (docs/pytorch.md)
+bash scripts/train-torch.sh   # the short PyTorch training run (docs/guide/pytorch.md)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The PyTorch training run (examples/torch/train_nsp.py) on the
-# network-namespace cluster (scripts/netcluster.sh, docs/netcluster.md):
+# network-namespace cluster (scripts/netcluster.sh, docs/guide/netcluster.md):
 # K nodes x R ranks, every uplink shaped to RATE. One torchrun per node
 # inside its namespaces (torchrun --nnodes K --node-rank i, rendezvous on
 # node 0's address 198.18.0.1); gloo (the gradient all-reduce) and UCX's
@@ -13,7 +13,7 @@
 #                               [-- train_nsp.py options]
 #
 # Defaults: prefix nsptrain-, 2 nodes x 4 ranks, 1gbit, out/netcluster-train,
-# preset default (-P long: long-context training, docs/pytorch.md §9.3),
+# preset default (-P long: long-context training, docs/results.md, "Training"),
 # 10 steps per planner.
 # Needs root (exits 77 otherwise). The cluster is torn down on exit. Exits
 # nonzero when a correctness check of the run fails. Python: $NSP_PYTHON, or

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The PyTorch training run (examples/torch/train_nsp.py, docs/pytorch.md §9)
+# The PyTorch training run (examples/torch/train_nsp.py, docs/guide/pytorch.md §6)
 # on 8 local ranks with torchrun: a short version by default (10 steps per
 # planner, about 2 minutes on the 2-core machine), run after the main job
 # by scripts/setup-and-run.sh. The long run: scripts/train-torch.sh --steps 50.

@@ -4,7 +4,7 @@
 Re-derives every predicted number of a plan -- step_s, rank_s, rank_mem_bytes,
 lower_bound_s, round_s (the fixed cost of a round) -- from the plan's JSON alone, with the formulas of docs/design.md
 section 5.1 and, for groups with a ring degree ("ring" > 1) and plans made
-with rings allowed (flag 4), of docs/cost-model.md, written out here from the
+with rings allowed (flag 4), of docs/reference/cost-model.md, written out here from the
 text (not ported from the C code), and checks the plan's invariants (docs/design.md
 section 8):
 
@@ -34,8 +34,8 @@ import math
 import sys
 
 B = 2.0  # bytes per activation element (bf16)
-FLAG_RING = 4  # plan flag: planned with rings allowed (docs/cost-model.md section 4)
-RING_BUFFERS = 5  # KV-block buffers a ring rank holds at peak (docs/cost-model.md)
+FLAG_RING = 4  # plan flag: planned with rings allowed (docs/reference/cost-model.md section 4)
+RING_BUFFERS = 5  # KV-block buffers a ring rank holds at peak (docs/reference/cost-model.md)
 
 # docs/design.md §5.1 preset tables, used only for the reference vectors (a plan
 # carries its own model and cluster numbers).
@@ -79,7 +79,7 @@ class Model:
         self.eta = c["overlap"]
         # absent (plans written before it existed) or negative: derived
         self.round_fixed = c.get("round_fixed_s", -1.0)
-        # the exchange CPU of a rank (docs/cost-model.md section 9); absent: 0
+        # the exchange CPU of a rank (docs/reference/cost-model.md section 9); absent: 0
         self.cpu_byte = (c.get("cpu_byte_intra", 0.0), c.get("cpu_byte_inter", 0.0))
         self.cpu_call = (c.get("cpu_call_intra", 0.0), c.get("cpu_call_inter", 0.0))
 
@@ -138,7 +138,7 @@ class Model:
     def max_degree(self):
         return max(d for d in range(1, min(self.N, self.nq) + 1) if self.degree_ok(d))
 
-    # --- ring groups (docs/cost-model.md section 2): d = u * r ---------------
+    # --- ring groups (docs/reference/cost-model.md section 2): d = u * r ---------------
 
     def kv_per_rank(self, u):
         """KV heads a rank holds after its subgroup's all-to-all."""
@@ -165,7 +165,7 @@ class Model:
         return RING_BUFFERS * u * 2 * self.kv_per_rank(u) * self.dh * B
 
     def round_cost(self):
-        """docs/cost-model.md section 8: seconds each round (micro-batch) adds
+        """docs/reference/cost-model.md section 8: seconds each round (micro-batch) adds
         to a step. Unless the cluster fixes it: (1 - eta) x the ZeRO-3 weight
         traffic of one micro-batch (all-gather of the dense weights for the
         forward and again for the backward, reduce-scatter of their gradients:
@@ -317,11 +317,11 @@ class Checker:
         d > 1 that holds sequences: bytes (x3/2 where recomputed) / B(d)
         + 4*a(d)); pipelined groups overlap compute: max(C, K) + (1-eta)
         min(C, K), the others add. Memory 16P/N + W + tokens x bytes/token.
-        A group with ring r > 1 (docs/cost-model.md): its all-to-all is that
+        A group with ring r > 1 (docs/reference/cost-model.md): its all-to-all is that
         of its subgroups (degree u = d/r over s/r tokens, at B(u), 4*a(u)),
         its ring (messages x KV blocks at B(d), plus messages x a(d)) always
         counts as overlapping, and its ring buffers add to memory. The
-        exchanges' CPU (docs/cost-model.md section 9: cpu_byte x 2 x bytes +
+        exchanges' CPU (docs/reference/cost-model.md section 9: cpu_byte x 2 x bytes +
         calls x cpu_call, 0 unless the cluster sets it) adds to C."""
         N, L = cm.N, cm.L
         lens = plan["seq_lens"]

@@ -232,7 +232,8 @@ def nsp_step(model, opt, comm, tree, plan, tokens, targets, stats, honour_recomp
         cpu.append(time.thread_time() - c0)
     c0 = time.thread_time()
     # straight into gloo: an nspcomm call returns owing its peers nothing
-    # (docs/pytorch.md §12), so no barrier is needed between the libraries
+    # (docs/design/transport.md, "Owing peers nothing"), so no barrier is
+    # needed between the libraries
     flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
     a0 = time.time()
     dist.all_reduce(flat)                                   # gloo, sum over ranks
@@ -341,7 +342,7 @@ def train_step(args, comm, tree, planner, run, rec, kind, step, lens, tokens, ta
 
 # ---- the run ----------------------------------------------------------------
 
-# The configurations the docs measure (docs/pytorch.md §9): "default" is the
+# The configurations the docs measure (docs/results.md, "Training"): "default" is the
 # CPU-sized run; "long" is long-context training, where the longest
 # sequences need more ranks than a node has (memory holds 1.25 x
 # tokens_per_rank tokens per rank, so a sequence above 5 x 512 = 2560 tokens

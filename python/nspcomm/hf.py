@@ -99,7 +99,7 @@ def inputs(layout, tokens):
 
 
 def planner_model(config, params, name=None):
-    """The planner's model (a dict with a model file's keys, docs/planner.md)
+    """The planner's model (a dict with a model file's keys, docs/reference/files.md)
     of a transformers config: layers, hidden size, heads, head_dim, the
     active FFN width per token (experts per token times the expert width
     for MoE), experts, and `params` (the model's parameter count)."""

@@ -1,5 +1,5 @@
 # src/attn_sp: reference attention, ring attention math, nested attention
-# (docs/attention.md). The host reference needs no UCX: it is a convenience
+# (docs/design/attention.md). The host reference needs no UCX: it is a convenience
 # library that libnspcomm absorbs, and that single-process tests link with
 # the planner library alone (for nsp_error and the status strings).
 noinst_LTLIBRARIES += libnspattn.la
@@ -22,7 +22,7 @@ noinst_HEADERS += \
 	src/attn_sp/attn_ring_math.h
 if NSP_COMM
 libnspcomm_la_LIBADD += libnspattn.la
-# Nested SP attention and ring levels (docs/nested-attention.md): they drive
+# Nested SP attention and ring levels (docs/reference/attention.md): they drive
 # the nested all-to-all and the transport, so they live in libnspcomm.
 libnspcomm_la_SOURCES += \
 	src/attn_sp/nested_attn.c \

@@ -1,6 +1,6 @@
 /*
  * Ring attention math: zigzag layouts and the per-step forward/backward
- * (see attn_ring_math.h for the schedule, docs/attention.md for the why).
+ * (see attn_ring_math.h for the schedule, docs/design/attention.md for the why).
  */
 #include "attn_sp/attn_ring_math.h"
 

@@ -3,7 +3,7 @@
  * the per-step forward and backward of the ring schedule. No transport:
  * a step computes with the KV block a rank holds now; the caller moves the
  * blocks (nsp_ring_post in the real ring, array indexing in the simulated
- * ring of tests/attn/test_attn_ring_sim.c). See docs/attention.md.
+ * ring of tests/attn/test_attn_ring_sim.c). See docs/design/attention.md.
  *
  * Schedule (r ranks, ring index i, KV blocks move to index i+1 each step):
  *   forward:  o, lse = empty (nsp_ring_attn_fwd_begin)

@@ -1,7 +1,7 @@
 /*
  * The compute core of the host reference attention: one query span of one
  * sequence against one key/value span of the same sequence, forward and
- * backward, in fp32 (see docs/attention.md).
+ * backward, in fp32 (see docs/design/attention.md).
  *
  * Internal: the public entry points in attn_ref.c validate arguments and
  * call these; the ring schedule (attn_ring_math.c) calls them per block.

@@ -14,7 +14,7 @@
  * what a memory type cannot do is a function returning NSP_ERR_UNSUPPORTED
  * with a message (tests/a2a/test_tables.c walks them all). A new memory
  * type is one file defining its nsp_memtype_t plus one line in memtype.c's
- * table (docs/extending.md).
+ * table (docs/design/extending.md).
  */
 #ifndef NSP_ATTN_SP_MEMTYPE_H_
 #define NSP_ATTN_SP_MEMTYPE_H_

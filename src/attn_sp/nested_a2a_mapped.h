@@ -1,5 +1,5 @@
 /*
- * Mapped sources of the host engine (docs/a2a.md "Mapped sources"; the
+ * Mapped sources of the host engine (docs/reference/alltoall.md "Mapped sources"; the
  * steps of nested_a2a_host.c call these). A level whose group shares a
  * mapped region (nsp_mem_alloc) and whose post asked for it
  * (params.mapped = 1) first announces where its source sits (one small

@@ -1,7 +1,7 @@
 /*
  * Nested sequence-parallel attention: the driver that pipelines the nested
  * all-to-all of every level with the kernel (nested_attn.h for the order of
- * a call, ring_attn.h for ring levels, docs/nested-attention.md).
+ * a call, ring_attn.h for ring levels, docs/design/attention.md).
  */
 #include "config.h"
 

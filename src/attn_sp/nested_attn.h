@@ -1,6 +1,6 @@
 /*
  * Nested sequence-parallel attention (public API: include/nspcomm.h
- * section 9; docs/nested-attention.md), internal helpers shared with the
+ * section 9; docs/reference/attention.md), internal helpers shared with the
  * tests.
  *
  * One call (forward or backward) runs, over the levels of a layout:

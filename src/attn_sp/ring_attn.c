@@ -1,6 +1,6 @@
 /*
  * Ring attention of one ring level (see ring_attn.h for the decomposition
- * and the schedule, docs/nested-attention.md for the why).
+ * and the schedule, docs/design/attention.md for the why).
  */
 #include "attn_sp/ring_attn.h"
 

@@ -1,5 +1,5 @@
 /*
- * Ring attention of one ring level of one rank (docs/nested-attention.md §5),
+ * Ring attention of one ring level of one rank (docs/design/attention.md §3),
  * the part of nested attention that runs between a ring level's
  * sequence-to-head and head-to-sequence.
  *

@@ -224,7 +224,7 @@ double nsp_cost_rank_time(const nsp_cost_t *cost, double comp_s, double k_pipe_s
     return hi + (1.0 - cost->cluster.overlap) * lo + k_seq_s;
 }
 
-/* ---- Ulysses x ring groups (docs/cost-model.md) -------------------------- */
+/* ---- Ulysses x ring groups (docs/reference/cost-model.md) -------------------------- */
 
 int nsp_cost_group_valid(const nsp_cost_t *cost, int d, int ring)
 {

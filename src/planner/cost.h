@@ -23,7 +23,7 @@
 #define NSP_COST_RECOMPUTE_A2A  1.5
 /** Collectives per layer per level (2 forward, 2 backward): latency term 4*a(d). */
 #define NSP_COST_A2A_PER_LAYER 4.0
-/** Ring (docs/cost-model.md): a ring message carries K and V of its tokens. */
+/** Ring (docs/reference/cost-model.md): a ring message carries K and V of its tokens. */
 #define NSP_COST_RING_KV 2.0
 /** KV-block-sized buffers a rank of a ring group holds at peak: the backward
  *  keeps two KV blocks (current, next), two travelling dK/dV sums (current,
@@ -31,7 +31,7 @@
 #define NSP_COST_RING_BUFFERS 5.0
 
 /** The per-round fixed cost derived when cluster.round_fixed_s < 0
- *  (docs/cost-model.md section 8), per micro-batch:
+ *  (docs/reference/cost-model.md section 8), per micro-batch:
  *    weights: NSP_COST_ROUND_WEIGHT_PASSES * (N-1)/N * b * P_dense bytes per
  *             rank at B(N) (ZeRO-3/FSDP: the dense weights all-gathered for
  *             the forward and again for the backward, their gradients
@@ -91,7 +91,7 @@ double nsp_cost_lat(const nsp_cost_t *cost, int d);
 double nsp_cost_a2a_time(const nsp_cost_t *cost, double bytes, int d);
 
 /** Seconds of rank CPU an exchange at degree x costs where the CPU moves the
- *  bytes (docs/cost-model.md section 9): cpu_byte(x) * 2 * bytes + calls *
+ *  bytes (docs/reference/cost-model.md section 9): cpu_byte(x) * 2 * bytes + calls *
  *  cpu_call(x), `bytes` sent by the rank (it receives as many), cpu_byte and
  *  cpu_call the cluster's intra-node values when x <= G, else inter-node.
  *  0 with the presets (all four 0). Per layer, like bytes and calls. */
@@ -114,7 +114,7 @@ double nsp_cost_act_bytes(const nsp_cost_t *cost, int recompute);
  *  the KV heads shard over d ranks (n_kv % d == 0 or d % n_kv == 0). */
 int nsp_cost_degree_valid(const nsp_cost_t *cost, int d);
 
-/* ---- Ulysses x ring groups (docs/cost-model.md) ---------------------------
+/* ---- Ulysses x ring groups (docs/reference/cost-model.md) ---------------------------
  * A group of d = u * r ranks with ring degree r runs the all-to-all inside
  * r subgroups of u consecutive ranks and passes KV blocks around rings of r
  * ranks (u apart). ring = 1 is the plain Ulysses group of cost model v1 and

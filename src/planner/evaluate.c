@@ -89,7 +89,7 @@ nsp_status_t nsp_plan_eval_round(const nsp_cost_t *cost, const nsp_plan_t *plan,
                 out[r].k_seq_s += k;
             }
             /* the ring overlaps compute always: each KV step travels while
-             * the previous step computes (docs/cost-model.md) */
+             * the previous step computes (docs/reference/cost-model.md) */
             out[r].k_pipe_s += kr;
             out[r].ring_s   += kr;
             if (level_comp != NULL && nlevels > 0) {

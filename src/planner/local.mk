@@ -17,7 +17,7 @@ noinst_HEADERS += \
 # data/models and data/clusters ship through EXTRA_DIST (data) in Makefile.am.
 
 # The planners and nsp_plan_create (static, disjoint, nested, megatron; one
-# entry each, listed in planner_table.c: docs/extending.md, "A planner").
+# entry each, listed in planner_table.c: docs/design/extending.md, "A planner").
 libnspcomm_planner_la_SOURCES += \
 	src/planner/planner.c \
 	src/planner/planner_table.c \
@@ -40,7 +40,7 @@ noinst_HEADERS += \
 
 # The disjoint planner's MILP (dj_milp*.c) on a generic row-form MILP
 # (milp.c) and the solvers configure found, one file each, listed in
-# milp_table.c (docs/extending.md, "A MILP solver"). CBC's file is a
+# milp_table.c (docs/design/extending.md, "A MILP solver"). CBC's file is a
 # convenience library of its own, so only it sees CBC's include path.
 libnspcomm_planner_la_SOURCES += \
 	src/planner/dj_milp.c \

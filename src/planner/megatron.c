@@ -1,7 +1,7 @@
 /*
  * The megatron planner: Megatron-Core's dynamic (hybrid) context parallelism
  * policy, restated in this project's cost model as a baseline
- * (docs/planners.md, "megatron"). Per global batch, with one knob m
+ * (docs/reference/planners.md, "megatron"). Per global batch, with one knob m
  * (max_seqlen_per_rank) and one recompute setting for every group:
  *
  *  - a sequence of s tokens gets d(s) = 2^ceil(log2(s / m)) ranks (at least 1);
@@ -103,7 +103,7 @@ static void mg_seq_cost(const mg_run_t *run, int i, int d, nsp_seq_cost_t *c)
 }
 
 /* The time of a group's ranks: one group per rank, so nothing overlaps but
- * the ring (docs/cost-model.md): max(C, R) + (1-eta) min(C, R) + A. */
+ * the ring (docs/reference/cost-model.md): max(C, R) + (1-eta) min(C, R) + A. */
 static void mg_group_time(const mg_run_t *run, mg_group_t *g)
 {
     const nsp_cost_t *cost = &run->in->cost;

@@ -1,6 +1,6 @@
 /*
  * A small generic mixed-integer linear program in row form (milp.c) and
- * the solvers that take it (docs/extending.md, "A MILP solver"): one file
+ * the solvers that take it (docs/design/extending.md, "A MILP solver"): one file
  * each (milp_cbc.c, milp_glpk.c), compiled when configure finds the
  * library, listed by one line of milp_table.c and chosen by name
  * (NSPCOMM_MILP). The disjoint planner's round model is built on it

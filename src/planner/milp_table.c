@@ -1,5 +1,5 @@
 /*
- * The MILP solvers of this build (milp.h; docs/extending.md, "A MILP
+ * The MILP solvers of this build (milp.h; docs/design/extending.md, "A MILP
  * solver"): one line each below, under the configure result that builds
  * its file, in order of preference; and the choice among them by name.
  */

@@ -57,7 +57,7 @@ static const field_spec_t cluster_fields[] = {
     /* optional; negative (the default) = derived from model and cluster */
     {"round_fixed_s", FIELD_DOUBLE, offsetof(nsp_cluster_t, round_fixed_s), -1.0, 0,
      HUGE_VAL, 1},
-    /* optional, default 0: the exchange CPU of a rank (docs/cost-model.md section 9) */
+    /* optional, default 0: the exchange CPU of a rank (docs/reference/cost-model.md section 9) */
     CPU_FIELD(cpu_byte_intra),
     CPU_FIELD(cpu_byte_inter),
     CPU_FIELD(cpu_call_intra),

@@ -67,7 +67,7 @@ nsp_status_t nsp_plan_eval_round(const nsp_cost_t *cost, const nsp_plan_t *plan,
 
 /** Lower bound with an initialised cost (seconds per step). enable_ring:
  *  term (b) puts the longest sequence on every rank (nsp_cost_top_degree)
- *  instead of the largest Ulysses degree (docs/cost-model.md). */
+ *  instead of the largest Ulysses degree (docs/reference/cost-model.md). */
 double nsp_lower_bound_cost(const nsp_cost_t *cost, const int64_t *lens, int nseqs,
                             int enable_ring);
 

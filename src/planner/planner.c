@@ -240,7 +240,7 @@ nsp_status_t nsp_plan_create(const nsp_model_t *model, const nsp_cluster_t *clus
         return status;
     }
     if (in.enable_ring) {
-        /* the bound of a batch with rings allowed (docs/cost-model.md); it
+        /* the bound of a batch with rings allowed (docs/reference/cost-model.md); it
          * is what nsp_plan_evaluate() derives from the flag */
         plan->flags |= NSP_PLAN_FLAG_RING;
         plan->predicted.lower_bound_s = nsp_lower_bound_cost(&in.cost, lens, nseqs, 1);

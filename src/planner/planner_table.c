@@ -1,5 +1,5 @@
 /*
- * The planners of this build, by kind and by name (docs/extending.md, "A
+ * The planners of this build, by kind and by name (docs/design/extending.md, "A
  * planner"). A planner is one file defining
  *     const nsp_planner_entry_t nsp_planner_NAME_entry = {...};
  * (planners.h) and one line X(NAME) of NSP_PLANNER_TABLE below, in the

@@ -3,7 +3,7 @@
  * planners (docs/design.md §5.2): static.c, disjoint.c, nested.c and the
  * megatron baseline, megatron.c. Each planner is one entry
  * (nsp_planner_entry_t) defined in its own file and listed by one line of
- * planner_table.c (docs/extending.md, "A planner").
+ * planner_table.c (docs/design/extending.md, "A planner").
  *
  * nsp_plan_create() validates the input once, resolves the parameters to
  * their defaults (planner_params.c) and fills an nsp_planner_input_t; a

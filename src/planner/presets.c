@@ -46,7 +46,7 @@ static const nsp_model_t model_presets[] = {
  */
 static const nsp_cluster_t cluster_presets[] = {
     /* name   N  G  M          W         R_gemm   R_attn   B_intra B_inter a_intra a_inter eta
-     *  round: derived from the model (docs/cost-model.md section 8); exchange
+     *  round: derived from the model (docs/reference/cost-model.md section 8); exchange
      *  CPU 0: NICs, DMA and NVLink move the bytes (section 9) */
     {"h100", 0, 8, 80 * GIB, 4 * GIB, 450e12, 550e12, 300e9, 45e9, 20e-6, 40e-6, 0.8,
      NSP_ROUND_FIXED_DERIVED, 0.0, 0.0, 0.0, 0.0},

@@ -1,7 +1,7 @@
 /*
  * The routing engine: the nested planner (NSP tree routing, docs/design.md §5.2) and,
- * in disjoint mode, a greedy of the disjoint planner. docs/planners.md has
- * the full description; in short:
+ * in disjoint mode, a greedy of the disjoint planner. docs/reference/planners.md and
+ * docs/design/planner-internals.md have the full description; in short:
  *
  * The tree: levels of degrees deg[0] < deg[1] < ... (each divides the next,
  * default 1, 2, 4, ... up to the largest valid degree); group j of level l is
@@ -43,7 +43,7 @@
  * exact step; the best gets local moves (sequences of the slowest rank's
  * groups moved to where the step drops most).
  *
- * Ring levels (params.enable_ring; docs/cost-model.md): a level whose ring
+ * Ring levels (params.enable_ring; docs/reference/cost-model.md): a level whose ring
  * degree r > 1 (d = u * r) prices its all-to-all at the subgroup's degree u
  * (bw, lat4), adds the ring exchange (rcoef, rlat: linear in the group's
  * tokens) to the group's exchange K, and its ring buffers to the memory per

@@ -21,7 +21,7 @@
  * (nsp_cost_ring_for_degree): a careful user would add context parallelism.
  * A ring group's time is not a sum over its sequences (its ring exchange
  * hides behind its compute: max(C, R) + (1-eta) min(C, R) + A, see
- * docs/cost-model.md), so its slots keep C, R and A and their load is that
+ * docs/reference/cost-model.md), so its slots keep C, R and A and their load is that
  * formula, exactly.
  */
 #include "planner/route.h"
@@ -83,7 +83,7 @@ static double slot_load_after(const static_pack_t *p, int slot, int i, const sta
     if (p->ring <= 1) {
         return p->load[slot] + it->t[i] + (p->count[slot] == 0 ? p->lat : 0.0);
     }
-    /* the ring hides behind the group's compute (docs/cost-model.md) */
+    /* the ring hides behind the group's compute (docs/reference/cost-model.md) */
     slot_ring_after(p, slot, i, it, &c, &a, &r);
     return fmax(c, r) + p->eta1 * fmin(c, r) + a;
 }

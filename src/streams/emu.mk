@@ -1,5 +1,5 @@
 # src/streams: the emulated accelerator (streams and events on host threads,
-# docs/emulated-device.md) and the timing model of its kernels.
+# docs/design/emulated-device.md) and the timing model of its kernels.
 if NSP_COMM
 libnspcomm_la_SOURCES += src/streams/emu_core.c src/streams/emu_device.c \
 	src/streams/emu_enqueue.c src/streams/emu_timing.c

@@ -2,7 +2,7 @@
  * The emulated accelerator (internal): a per-rank "device" with streams and
  * events on host threads, for runs with more ranks than cores and for
  * running the GPU path's ordering and completion logic without a GPU
- * (docs/emulated-device.md).
+ * (docs/design/emulated-device.md).
  *
  * What it keeps of a GPU runtime:
  *   - launch is asynchronous: every enqueue returns at once; each stream

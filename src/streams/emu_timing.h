@@ -1,5 +1,5 @@
 /*
- * The timing model of emulated kernels (internal; docs/emulated-device.md):
+ * The timing model of emulated kernels (internal; docs/design/emulated-device.md):
  * how long an attention kernel call of a rank takes on the emulated
  * device, pure arithmetic (no transport, no threads).
  *
@@ -13,7 +13,7 @@
  *   target_s   = FLOP / R_attn(target)    (attention; R_gemm for linear)
  *
  * B_target and B_here are all-to-all bandwidths per rank in the cost
- * model's unit (bf16 bytes per second, docs/cost-model.md), of the same
+ * model's unit (bf16 bytes per second, docs/reference/cost-model.md), of the same
  * link: inter-node by default (the shaped wire of the namespace cluster,
  * bw_inter of a calibrated cluster file of this machine; nsp_calibrate's
  * --elem-bytes makes its bw the model's unit whatever the run moves), or

@@ -3,7 +3,7 @@
  * stream-ordered posts. It implements the ops of transport.h; this header
  * adds what the public nsp_comm_from_nccl() and the tests need.
  *
- * How the ops map onto NCCL (docs/gpu.md has the long form):
+ * How the ops map onto NCCL (docs/design/gpu.md has the long form):
  *   world_create   rank 0 calls ncclGetUniqueId; the id, with every rank's
  *                  "my CUDA device is usable" flag, goes round the
  *                  bootstrap's allgather; then ncclCommInitRankConfig with a

@@ -1,4 +1,4 @@
-# GPU parts of nspcomm (docs/gpu.md): the NCCL backend, the CUDA pack/unpack
+# GPU parts of nspcomm (docs/guide/gpu.md): the NCCL backend, the CUDA pack/unpack
 # kernels, the CUDA device operations, the CUDA memory type (the device
 # engine of the nested all-to-all on it), and their tests (tests/gpu/).
 # Included by the top Makefile.am.

@@ -10,7 +10,7 @@
  *
  * Trust: whoever holds the id's 32-byte secret is a rank; anyone else who
  * can reach the port is a stranger, served only a challenge and closed
- * when the answer is wrong or late (docs/security.md).
+ * when the answer is wrong or late (docs/design/security.md).
  */
 #ifndef NSP_TRANSPORT_RDV_H_
 #define NSP_TRANSPORT_RDV_H_

@@ -3,7 +3,7 @@
  * chunks cover each sequence exactly once and differ by at most one token,
  * offsets are consecutive, the head-sharded sizes match the independent
  * reference, every rank of a round agrees on the plan hash; plus the worked
- * example of docs/a2a.md and the errors.
+ * example of docs/reference/alltoall.md and the errors.
  */
 #include "attn_sp/layout.h"
 #include "a2a_ref.h"
@@ -186,7 +186,7 @@ static nsp_plan_t *literal_plan(int ranks, const int64_t *lens, int nseqs,
     return plan;
 }
 
-/* The worked example of docs/a2a.md: 4 ranks, sequences of 10, 3, 5 and 2
+/* The worked example of docs/reference/alltoall.md: 4 ranks, sequences of 10, 3, 5 and 2
  * tokens; seq 0 over [0,4), seq 2 over [2,4), seqs 1 and 3 alone on ranks 2
  * and 0. Rank 2 holds seq 1 (level 0), its chunk of seq 2 (level 1: degree
  * 2, index 0: tokens 0..2) and of seq 0 (level 2: degree 4, index 2: tokens

@@ -4,7 +4,7 @@
  * finite differences. Every check runs once per kernel variant this CPU can
  * run (generic 4-float vectors; AVX2+FMA where available).
  *
- * Tolerances (docs/attention.md): with inputs uniform in [-a, a], errors are
+ * Tolerances (docs/reference/attention.md): with inputs uniform in [-a, a], errors are
  * measured as max |kernel - naive| over a whole batch, relative to max |naive|
  * of the same tensor (lse: relative to max(1, max |lse|)):
  *   forward o, lse          <= FWD_TOL

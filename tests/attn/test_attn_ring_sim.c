@@ -10,7 +10,7 @@
  *    really copied from rank to rank each step) equals the single-process
  *    reference, forward (o, lse) and backward (dq, dk, dv), for varlen GQA
  *    batches.
- * Tolerances as in test_attn_ref.c (docs/attention.md).
+ * Tolerances as in test_attn_ref.c (docs/reference/attention.md).
  */
 #include "nspcomm.h"
 

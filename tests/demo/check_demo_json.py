@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check an nsp_demo JSON file (docs/demo.md section 5): the fields are there,
+"""Check an nsp_demo JSON file (docs/guide/demo.md section 5): the fields are there,
 numbers are finite and consistent, and every correctness check passed.
 Usage: check_demo_json.py FILE RANKS. Exit 0 when all holds, 1 otherwise (the
 first problem is printed)."""

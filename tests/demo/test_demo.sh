@@ -1,7 +1,7 @@
 #!/bin/sh
-# Smoke test of the main demo (tools/nsp_demo, docs/demo.md): 4 ranks over
+# Smoke test of the main demo (tools/nsp_demo, docs/guide/demo.md): 4 ranks over
 # UCX on loopback, tiny sizes. It must exit 0 with every correctness check
-# passed, write the JSON with the fields docs/demo.md promises, a picture that
+# passed, write the JSON with the fields docs/guide/demo.md promises, a picture that
 # parses as XML and a calibrated cluster description nspcomm can load; and a
 # corrupted output (--inject-error) must make it fail with exit status 1.
 . "${NSP_TOP_SRCDIR:-.}/tests/tap.sh" # top_srcdir, top_builddir, n, fail, check

@@ -1,4 +1,4 @@
-# tests/gpu (docs/gpu.md): what runs on any machine (the kernels' index
+# tests/gpu (docs/guide/gpu.md): what runs on any machine (the kernels' index
 # maps against the host pack, the NCCL backend's registration and errors,
 # ncclGetUniqueId) and what needs a GPU (the kernels against the host, the
 # level streams, a one-rank NCCL tree); the latter print
@@ -57,7 +57,7 @@ GPU_CHECK_TARGETS += tests/gpu/test_pack_cuda tests/gpu/test_streams_cuda \
 	tests/gpu/test_nattn_cuda tests/gpu/test_reduce_cuda perf/gpu_check
 endif
 
-# The GPU check (docs/gpu.md) with this build: `make gpu-check` builds the
+# The GPU check (docs/guide/gpu.md) with this build: `make gpu-check` builds the
 # GPU tests and perf/gpu_check, then runs them in order with a PASS/FAIL
 # summary (perf/gpu_check_run.sh; exit 77, skip, where no GPU is usable).
 # perf/gpu_check.sh configures a build tree for it on a bare checkout.

@@ -33,7 +33,7 @@
 #include <string.h>
 
 /* fp32 tolerance on |nested - reference| / max |reference| (lse: / max(1, |lse|)).
- * Measured worst: see docs/nested-attention.md §8. */
+ * Measured worst: see docs/results.md, "Accuracy". */
 #define NT_TOL 2e-5
 /* bf16 / fp16 against the same float32 reference (of the unrounded inputs),
  * in units of the unit roundoff u = 2^-p of p significant bits: bf16 keeps
@@ -44,7 +44,7 @@
  * replicated dK/dV) each partial rounded by the kernel before the float32
  * merge or sum (u; the sum is rounded once more at the end: the output's u).
  * Errors of different terms mostly cancel: 4u as the tolerance, measured
- * worst below 2u (docs/nested-attention.md §8). */
+ * worst below 2u (docs/reference/attention.md §8). */
 #define NT_TOL_BF16 (4.0 / 256.0)
 #define NT_TOL_FP16 (4.0 / 2048.0)
 
@@ -775,7 +775,7 @@ static void case_ring(int nranks, int sparse, nsp_attn_dtype_t dtype)
  * The static and nested planners with rings allowed (enable_ring) on 8
  * ranks: n_q 4 caps Ulysses at degree 4, and the memory per rank holds the
  * long sequence of each batch only at degree 8 = u 4 x r 2. Per token a rank
- * holds (docs/cost-model.md; L 4, h 64, f 128, b 2): kept a_tok = 4 * 2 *
+ * holds (docs/reference/cost-model.md; L 4, h 64, f 128, b 2): kept a_tok = 4 * 2 *
  * (5h + (n_q + 2 n_kv) d_h + 3f) = 6656 B; recomputed L h b + a_tok / L =
  * 2176 B; ring buffers at u 4 add 5 u 2 kvh(4) d_h b = 1280 B. So
  * RP_LONG tokens need 870400 B at degree 4 (recomputed), 691200 B at degree

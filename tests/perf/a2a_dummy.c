@@ -2,7 +2,7 @@
  * nsp_a2a_perf method "dummy": the smallest method, for
  * tests/perf/test_a2a_method.sh, which builds nsp_a2a_perf with this file
  * and one line added to the table (perf/a2a_methods.c): that is all a
- * method takes (docs/extending.md, "A perf method").
+ * method takes (docs/design/extending.md, "A perf method").
  *
  * Each rank copies its sequence-sharded buffer of the nested plan into a
  * second buffer (no traffic); check() compares the copy with the global

@@ -7,7 +7,7 @@
  *                                         same lengths planned three ways)
  *   OUTDIR/ring-<model>-<kind>-<i>.json   plans with Ulysses x ring groups up to
  *                                         the ranks and the ring flag
- *                                         (docs/cost-model.md)
+ *                                         (docs/reference/cost-model.md)
  * Every plan is checked with nsp_plan_validate() first. Exit 0 on success.
  *
  * gen_plans --layout: print the sizes and offsets of the public structs as

@@ -112,7 +112,7 @@ tests_planner_planners_test_route_fast_SOURCES = tests/planner/planners/test_rou
 tests_planner_planners_test_route_fast_CPPFLAGS = $(PLANNERS_TEST_CPPFLAGS)
 tests_planner_planners_test_route_fast_LDADD = $(PLANNERS_TEST_LDADD)
 
-# Adding a planner takes one file and one table line (docs/extending.md):
+# Adding a planner takes one file and one table line (docs/design/extending.md):
 # the dummy planner (one file) and planner_table.c with its line switched
 # on (dummy_table.c), linked before the library so its table is this one.
 check_PROGRAMS += tests/planner/planners/test_planner_dummy

@@ -34,7 +34,7 @@ nsp_status_t rp_make(uint64_t *state, rp_kind_t kind, const nsp_model_t *model,
                      nsp_plan_t **plan);
 
 /**
- * The same with rings allowed (docs/cost-model.md): group sizes are the
+ * The same with rings allowed (docs/reference/cost-model.md): group sizes are the
  * powers of two up to the ranks, each group gets a random valid ring degree
  * (size / ring a valid Ulysses degree; sizes above the head count always
  * ring), and the plan carries NSP_PLAN_FLAG_RING (the lower bound with

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""TAP test: the Python/ctypes example of docs/planner.md runs against the
+"""TAP test: the Python/ctypes example of docs/guide/planner.md runs against the
 built libnspcomm_planner, and its struct mirrors match the C layout."""
 
 import contextlib
@@ -19,8 +19,8 @@ BUILD = os.environ.get("NSP_TOP_BUILDDIR") or SRC
 
 
 def example_code():
-    """The ```python block of docs/planner.md that starts with the marker."""
-    with open(os.path.join(SRC, "docs", "planner.md")) as f:
+    """The ```python block of docs/guide/planner.md that starts with the marker."""
+    with open(os.path.join(SRC, "docs", "guide", "planner.md")) as f:
         text = f.read()
     start = text.index("```python\n# nspcomm ctypes example")
     start = text.index("\n", start) + 1
@@ -43,14 +43,14 @@ def main():
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
-            exec(compile(example_code(), "docs/planner.md", "exec"), ns)
+            exec(compile(example_code(), "docs/guide/planner.md", "exec"), ns)
         ran = True
         err = ""
     except Exception as e:  # the example itself failing is the test failing
         ran = False
         err = "%s: %s" % (type(e).__name__, e)
     ok(ran and printed.getvalue().startswith("step "),
-       "the ctypes example of docs/planner.md runs: %s" % printed.getvalue().strip(), err)
+       "the ctypes example of docs/guide/planner.md runs: %s" % printed.getvalue().strip(), err)
     if not ran:
         tap.plan()
         return 1

@@ -3,7 +3,7 @@
 written by the C code (random plans from tests/planner/gen_plans, with and
 without ring groups, and the simulator's output when perf/nsp_sim is built,
 with and without --ring), agrees with the reference vectors and with ring
-plans computed by hand from docs/cost-model.md, and catches corrupted
+plans computed by hand from docs/reference/cost-model.md, and catches corrupted
 plans."""
 
 import copy
@@ -46,7 +46,7 @@ def corrupt(tmp, plan, name, edit):
     return path
 
 
-# Hand-computed ring plans (docs/cost-model.md section 2): the numbers below
+# Hand-computed ring plans (docs/reference/cost-model.md section 2): the numbers below
 # were worked out from the formulas of the doc, not by the checker or the C
 # code; tests/planner/test_ring_cost.c checks the same ones against C.
 WORKED_T = 0.46588031288950943          # C + 0.2 R + A, seconds per layer
@@ -120,7 +120,7 @@ def check_hand_ring_plans(tmp):
        "fails", out)
 
 
-# docs/cost-model.md section 8 by hand, qwen3-30b-a3b on 128 h100:
+# docs/reference/cost-model.md section 8 by hand, qwen3-30b-a3b on 128 h100:
 # 0.2 * 3 * 127/128 * 2 * 1,508,970,752 / 45e9 + 48 * 4e-4
 ROUND128 = 0.2 * 3 * 127.0 / 128 * 2 * 1508970752.0 / 45e9 + 48 * 4e-4
 
@@ -149,7 +149,7 @@ def check_hand_round_plans(tmp):
 
 
 def check_sim_xfer_cpu(sim, tmp):
-    """The exchange CPU (docs/cost-model.md section 9): every planner's plans
+    """The exchange CPU (docs/reference/cost-model.md section 9): every planner's plans
     on a cluster that sets it re-derive, the plans carry the keys, and the
     same plan priced without them fails."""
     cluster = os.path.join(tmp, "h100-xcpu.json")

@@ -1,5 +1,5 @@
 /*
- * Cost model v1 with ring groups (docs/cost-model.md):
+ * Cost model v1 with ring groups (docs/reference/cost-model.md):
  *  - ring = 1 gives the v1 numbers bit for bit: plans evaluated before rings
  *    existed (tests/planner/data/v1-ring1-plans.json, random nested, static
  *    and disjoint plans on four model/cluster pairs) re-evaluate to the same
@@ -131,7 +131,7 @@ static nsp_plan_t *hand_plan(const char *ranks_and_rounds)
     "\"model\": {\"base\": \"qwen3-30b-a3b\"}, \"cluster\": {\"base\": \"h100\", \"ranks\": " \
     #ranks ", \"round_fixed_s\": 0}"
 
-/* docs/cost-model.md section 2, the worked example: s = 2^20 on d = 128 =
+/* docs/reference/cost-model.md section 2, the worked example: s = 2^20 on d = 128 =
  * 8 x 16, kept, alone, on 128 H100. By hand:
  *   a2a  = 2 * 7/8 * 8192 * (64 + 16) * 128 * 2      = 293,601,280 B
  *   A    = a2a / 300e9 + 4 * 20e-6                    = 1.0586709333e-3 s
@@ -179,7 +179,7 @@ static void test_worked_example(void)
 /* A recomputed, pipelined group of 64 = 32 x 2 (u = 32 > G: the all-to-all
  * crosses nodes; u > n_kv: one replicated KV head per rank) holding s =
  * 2^19, and rank 5 also holding a kept leaf of 2000 tokens, on 64 H100. By
- * hand (docs/cost-model.md section 2):
+ * hand (docs/reference/cost-model.md section 2):
  *   a2a  = 1.5 * 2 * 31/32 * 8192 * (64 + 64) * 128 * 2 = 780,140,544 B
  *   A    = a2a / 45e9 + 4 * 40e-6                     = 1.7496456533e-2 s
  *   m    = (2-1)*2 + (2-1) + 2                         = 5 messages

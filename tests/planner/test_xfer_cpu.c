@@ -1,5 +1,5 @@
 /*
- * The exchange CPU of a rank (docs/cost-model.md section 9): the cluster
+ * The exchange CPU of a rank (docs/reference/cost-model.md section 9): the cluster
  * keys cpu_byte_intra, cpu_byte_inter, cpu_call_intra, cpu_call_inter.
  *  - a cluster file's keys load, write and load back; absent they are 0,
  *    and a cluster at 0 writes none of them (plans stay byte-identical);

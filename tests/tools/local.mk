@@ -1,4 +1,4 @@
-# tests/tools: the tools' answers to bad input and faults (docs/reliability.md).
+# tests/tools: the tools' answers to bad input and faults (docs/design/reliability.md).
 TESTS += tests/tools/test_bad_input.sh tests/tools/test_faults.sh
 dist_noinst_SCRIPTS += tests/tools/test_bad_input.sh tests/tools/test_faults.sh
 # The launcher itself, with real processes (stopped, TERM-ignoring, timed-out

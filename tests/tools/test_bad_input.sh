@@ -4,7 +4,7 @@
 # before it runs, allocates or forks (tools/nsp_opt.h). Under the ASan build
 # the same cases run with leak detection on: a leak or an ASan/UBSan report
 # fails the case (its exit status is then not 2, and the report is matched).
-# TAP output. The cases are the table of docs/reliability.md.
+# TAP output. The cases are the table of docs/design/reliability.md.
 . "${NSP_TOP_SRCDIR:-.}/tests/tap.sh"
 b=$top_builddir
 tmp=$(mktemp -d)

@@ -8,7 +8,7 @@
 #  2. rank 0 SIGKILLed: the others print a message naming rank 0; the
 #     launcher returns; nothing remains;
 #  3. the launcher itself SIGKILLed: its ranks die with it (PR_SET_PDEATHSIG).
-# TAP output. The outcomes are the fault table of docs/reliability.md.
+# TAP output. The outcomes are the fault table of docs/design/reliability.md.
 . "${NSP_TOP_SRCDIR:-.}/tests/tap.sh"
 perf=$top_builddir/perf/nsp_a2a_perf
 tmp=$(mktemp -d)

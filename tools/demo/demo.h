@@ -1,5 +1,5 @@
 /*
- * The main demo (tools/nsp_demo, docs/demo.md): shared types of its parts.
+ * The main demo (tools/nsp_demo, docs/guide/demo.md): shared types of its parts.
  *
  *   nsp_demo.c      flags, the run from calibration to report
  *   demo_launch.c   forking the ranks, shared memory
@@ -208,7 +208,7 @@ nsp_status_t demo_calib_exchange(demo_t *demo, int s);
 void demo_cluster_path(const demo_t *demo, int s, char *out, size_t len);
 /** The model the demo runs: one attention layer with the given heads. */
 void demo_model(const demo_config_t *cfg, nsp_model_t *model);
-/** Fill the cluster from the calibration and the memory rule (docs/demo.md). */
+/** Fill the cluster from the calibration and the memory rule (docs/guide/demo.md). */
 void demo_cluster_from_calib(const demo_config_t *cfg, const nsp_model_t *model,
                              const demo_calib_t *calib, nsp_cluster_t *cluster);
 /** Memory per rank for a capacity of `tokens` tokens: 16P/N + W + tokens * a_tok. */

@@ -1,5 +1,5 @@
 /*
- * Calibration of this machine for the demo's cost model (docs/demo.md §3).
+ * Calibration of this machine for the demo's cost model (docs/guide/demo.md §3).
  *
  * The cost model (docs/design.md §5.1) predicts a step as the slowest rank's time
  * when every rank has its own resources. The demo measures the same thing
@@ -370,7 +370,7 @@ void demo_cluster_from_calib(const demo_config_t *cfg, const nsp_model_t *model,
     c->ranks           = cfg->ranks;
     c->ranks_per_node  = cfg->ranks;    /* one host: every degree is intra-node */
     c->workspace_bytes = 0.0;
-    /* memory: a rank holds at most mem_ratio x its token budget (docs/demo.md) */
+    /* memory: a rank holds at most mem_ratio x its token budget (docs/guide/demo.md) */
     c->mem_bytes  = demo_mem_bytes(model, cfg->ranks, 0.0,
                                    cfg->mem_ratio * (double)cfg->tokens_per_rank);
     c->gemm_flops = calib->gemm_flops;
@@ -398,8 +398,8 @@ nsp_status_t demo_cluster_write(const char *path, const nsp_cluster_t *c,
     nsp_json_writer_init(&w, f, 2);
     nsp_json_begin_object(&w, NULL, 0);
     nsp_json_string(&w, "_comment", "Written by nsp_demo (tools/demo/): this machine, calibrated at "
-                    "start (docs/demo.md section 3). Rates are per rank as CPU time: one core "
-                    "per rank. bw is in bf16 bytes/s (the cost model's unit): half the float32 "
+                    "start (docs/guide/demo.md section 3). Rates are per rank as CPU time: one "
+                    "core per rank. bw is in bf16 bytes/s (the cost model's unit): half the float32 "
                     "bytes/s measured.");
     snprintf(note, sizeof(note), "kernel fwd+bwd of %lld tokens in sequences of %lld, %lld, %lld, "
              "%lld: %.4g, %.4g, %.4g, %.4g s; exchange: %.4g bytes for %.4g s CPU beyond a tiny "

@@ -277,7 +277,7 @@ out:
     if (status != NSP_OK) {
         /* After a failed exchange the transport may still write into the
          * driver's buffers until the communicator is gone: the process ends
-         * without freeing them (docs/nested-attention.md section 7). */
+         * without freeing them (docs/reference/attention.md section 7). */
         return status;
     }
     for (int p = 0; p < DEMO_NPLANNERS; ++p) {

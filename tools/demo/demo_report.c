@@ -1,5 +1,5 @@
 /*
- * The demo's summaries, table and JSON (see demo.h, docs/demo.md §4).
+ * The demo's summaries, table and JSON (see demo.h, docs/guide/demo.md §4).
  *
  * Per (session, batch, planner, mode), over the repetitions:
  *   wall  = median of (last rank's end - first rank's start) of the step;
@@ -186,7 +186,7 @@ int demo_check_result(const demo_t *demo, int session, int b, int p, int m,
         }
     }
     for (int t = 0; t < DEMO_NTENSORS; ++t) {
-        /* lse is a log: relative to max(1, |lse|) (docs/nested-attention.md §8) */
+        /* lse is a log: relative to max(1, |lse|) (docs/reference/attention.md §8) */
         double scale = t == DEMO_LSE ? fmax(1.0, ref[t]) : ref[t];
         err[t] = scale > 0 ? diff[t] / scale : diff[t];
         if (!(err[t] <= demo->cfg.tol)) {
@@ -365,7 +365,7 @@ static double rep_metric(const demo_t *demo, int s, int b, int p, int m, int rep
 
 /*
  * A paired verdict: planners and modes of one repetition run back to back
- * (section 4 of docs/demo.md), so compare a figure of (p1, m1) with (p2,
+ * (section 4 of docs/guide/demo.md), so compare a figure of (p1, m1) with (p2,
  * m2) repetition by repetition, batch by batch. "met" when (p2, m2) is
  * lower (better) in at least 80% of the pairs, "NOT met" when higher in at
  * least 80%, else "within noise"; with the count.
@@ -432,8 +432,8 @@ int demo_print_table(const demo_t *demo)
            "means per step over %d batch%s.\n", demo->nbatches, demo->nbatches == 1 ? "" : "es");
     printf("# comp: kernel thread CPU per rank (max, mean; imbal = max/mean). crit: sum over the "
            "step's calls of the busiest\n# rank's CPU time in the call = the step with one core "
-           "per rank (docs/demo.md). cpu: all ranks' CPU time.\n# wall: first start to last end "
-           "on this host's %ld cores, shared; cores = cpu / wall, the cores the ranks got.\n",
+           "per rank (docs/guide/demo.md). cpu: all ranks' CPU time.\n# wall: first start to last "
+           "end on this host's %ld cores, shared; cores = cpu / wall, the cores the ranks got.\n",
            demo_ncores());
     for (int s = 0; s < demo->nsessions; ++s) {
         print_session(demo, s, a[s]);

@@ -1,4 +1,4 @@
-# tools/demo: nsp_demo, the main demo (docs/demo.md): nested SP attention on
+# tools/demo: nsp_demo, the main demo (docs/guide/demo.md): nested SP attention on
 # N local ranks over UCX, planned by static, disjoint and nested, checked and
 # measured beside the cost model's prediction. What scripts/main-job.sh
 # runs; it shares perf's calibration and tables (perf/libnspperf) and the

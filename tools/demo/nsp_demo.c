@@ -1,7 +1,7 @@
 /*
  * nsp_demo: nested sequence-parallel attention on N local ranks over UCX,
  * planned by static, disjoint and nested, checked against the single-process
- * reference, measured beside what the cost model predicts (docs/demo.md).
+ * reference, measured beside what the cost model predicts (docs/guide/demo.md).
  *
  *   tools/nsp_demo [--ranks 8] [--workload wlbllm-distca.txt] [--scale 32]
  *                     [--tokens-per-rank 4096] [--max-len 12288] [--batches 3] ...
@@ -70,7 +70,7 @@ static void usage(FILE *f)
         "Usage: nsp_demo [options]\n"
         "Nested sequence-parallel attention on N local ranks over UCX: batches of a real\n"
         "workload planned by static, disjoint and nested, run, checked, measured and\n"
-        "predicted (docs/demo.md).\n\n"
+        "predicted (docs/guide/demo.md).\n\n"
         "  --ranks N              local ranks, forked by the demo (default %d)\n"
         "  --workload FILE|NAME   length file; a bare NAME is looked up in\n"
         "                         $NSPCOMM_DATA_DIR/workloads or %s/workloads\n"
@@ -461,7 +461,7 @@ static nsp_status_t set_clusters(demo_t *demo)
         for (int s = 0; s < demo->nsessions; ++s) {
             NSP_CHECK(nsp_cluster_load(c->cluster_file, &demo->cluster[s]));
             cluster_fit_ranks(&demo->cluster[s], c->ranks);
-            if (c->mem_from_ratio) { /* docs/demo.md section 3.4 */
+            if (c->mem_from_ratio) { /* docs/guide/demo.md section 3.4 */
                 demo->cluster[s].mem_bytes =
                     demo_mem_bytes(&demo->model, c->ranks, demo->cluster[s].workspace_bytes,
                                    c->mem_ratio * (double)c->tokens_per_rank);

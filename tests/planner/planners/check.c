@@ -99,7 +99,7 @@ static int degree_ok(const nsp_plan_t *p, int d, int ring)
            (p->model.kv_heads % u == 0 || u % p->model.kv_heads == 0);
 }
 
-/* docs/cost-model.md: a ring rank holds 5 KV blocks of u times its tokens,
+/* docs/reference/cost-model.md: a ring rank holds 5 KV blocks of u times its tokens,
  * K and V of max(n_kv, u)/u heads each, bf16; nothing for ring 1. */
 static double ring_buffer_bytes(const nsp_model_t *m, int d, int ring)
 {

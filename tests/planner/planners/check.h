@@ -34,8 +34,9 @@ int pc_batch(uint64_t *state, int ranks, int64_t tokens_per_rank, int64_t max_le
  * round, groups pairwise disjoint
  * (disjoint = 1) or aligned and nested (disjoint = 0) with no tree node
  * twice; no rank over memory (16P/N + W + sum of s/d * (activation + ring
- * buffer) bytes, docs/cost-model.md) in any round; the prediction equal to a fresh evaluation. Returns 1 if all
- * hold, else 0 with the first problem in why[len].
+ * buffer) bytes, docs/reference/cost-model.md) in any round; the prediction
+ * equal to a fresh evaluation. Returns 1 if all hold, else 0 with the first
+ * problem in why[len].
  */
 int pc_check_plan(const nsp_plan_t *plan, int disjoint, char *why, size_t len);
 

@@ -1,5 +1,5 @@
 /*
- * A planner added the way docs/extending.md ("A planner") says: this one
+ * A planner added the way docs/design/extending.md ("A planner") says: this one
  * file and one line of src/planner/planner_table.c (X(dummy), compiled in
  * by dummy_table.c for test_planner_dummy only). It puts sequence i in
  * group i mod G of the tree's top degree d (G = ranks / d aligned groups),

@@ -1,5 +1,5 @@
 /*
- * What adding a planner takes (docs/extending.md, "A planner"): one file
+ * What adding a planner takes (docs/design/extending.md, "A planner"): one file
  * (dummy_planner.c) and one line of src/planner/planner_table.c (X(dummy),
  * compiled in through dummy_table.c). Nothing else of the library knows
  * it, yet it is listed (nsp_planner_count/at, nsp_planner_kind_from_name),

@@ -1,6 +1,6 @@
 /*
  * The megatron planner (Megatron-Core's dynamic context parallelism policy,
- * docs/planners.md) over many random long-tailed batches (ranks 8..256):
+ * docs/reference/planners.md) over many random long-tailed batches (ranks 8..256):
  *
  *  - every plan passes the independent check (each sequence once, groups
  *    valid and pairwise disjoint in a round, no rank over memory, prediction

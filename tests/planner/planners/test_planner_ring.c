@@ -1,5 +1,5 @@
 /*
- * The planners with rings allowed (params.enable_ring, docs/cost-model.md).
+ * The planners with rings allowed (params.enable_ring, docs/reference/cost-model.md).
  *
  * Over many random long-tailed batches (64..256 ranks, sequences up to 2M
  * tokens) static and nested plan with and without rings, and disjoint with
@@ -64,7 +64,7 @@ static int ulysses_ok(const nsp_model_t *m, int u)
 }
 
 /* Every ring group has the planners' shape: u = d / r the largest Ulysses
- * degree <= G dividing d (docs/cost-model.md section 5); r = 1 at or below
+ * degree <= G dividing d (docs/reference/cost-model.md section 5); r = 1 at or below
  * the head count. Returns the largest group size of the plan in *top. */
 static int ring_shapes_ok(const nsp_plan_t *p, int *top)
 {

@@ -1,5 +1,5 @@
 /*
- * Rounds cost what micro-batches cost (docs/cost-model.md section 8):
+ * Rounds cost what micro-batches cost (docs/reference/cost-model.md section 8):
  *
  *  - the derived per-round cost against numbers computed by hand (MoE and
  *    dense presets, inside one node and across nodes) and an explicit
