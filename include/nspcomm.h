@@ -1843,7 +1843,8 @@ typedef struct nsp_nested_attn_stats {
  * them), and with check on allgathers a hash of (plan round, heads, D,
  * scale, causal, dtype, dkv_f32) over the world; with a dtype other than
  * FP32 and dkv_f32 set it also allgathers whether any rank replicates KV
- * heads (then dK/dV go back in float32, below). `tree` and `layout` are borrowed until nsp_nested_attn_destroy();
+ * heads (then dK/dV go back in float32, below). `tree` and `layout` are
+ * borrowed until nsp_nested_attn_destroy();
  * `params` is copied. Collective over the world. On success *attn is owned
  * by the caller.
  * Errors: NSP_ERR_INVALID_ARG (NULL, bad params: the message names the
@@ -1890,7 +1891,8 @@ nsp_status_t nsp_nested_attn_fwd(nsp_nested_attn_t *attn, const void *q, const v
  * NSP_A2A_REPLICAS_SUM_BF16/FP16) or, with params.dkv_f32, each level's
  * dK/dV (the kernel's, in dtype) widened into float32 scratch of the attn,
  * exchanged and summed in float32 (twice the bytes of those two tensors,
- * in rounds where some rank replicates) and rounded once into dk and dv. Collective over the world; all ranks pass saved or all pass
+ * in rounds where some rank replicates) and rounded once into dk and dv.
+ * Collective over the world; all ranks pass saved or all pass
  * NULL. Errors: as nsp_nested_attn_fwd(), NSP_ERR_INVALID_ARG (saved
  * from another attn). On device memory the widening and the rounding run
  * on the attn's stream (nsp_nested_attn_set_stream), and the call waits

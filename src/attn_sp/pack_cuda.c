@@ -200,7 +200,8 @@ static nsp_status_t pk_run(nsp_cuda_level_t *L, nsp_pk_op_t op, nsp_a2a_replicas
     if (counts != NULL && pk_all_zero(counts, d)) {
         return NSP_OK; /* nothing to move (e.g. a replica that sends nothing) */
     }
-    NSP_CHECK(nsp_pk_args_make(&L->tables, &L->tables.lv, op, replicas, heads, row_bytes, NULL, NULL, src,
+    NSP_CHECK(nsp_pk_args_make(&L->tables, &L->tables.lv, op, replicas, heads, row_bytes, NULL,
+                               NULL, src,
                                dst, &a));
     if (a.units == 0 || a.unit_bytes == 0) {
         return NSP_OK;
@@ -214,7 +215,8 @@ static nsp_status_t pk_run(nsp_cuda_level_t *L, nsp_pk_op_t op, nsp_a2a_replicas
     if (counts != NULL) {
         NSP_CHECK(pk_pattern(L, counts, displs, &dc, &dd));
     }
-    NSP_CHECK(nsp_pk_args_make(&L->tables, &L->dev_lv, op, replicas, heads, row_bytes, dc, dd, src, dst,
+    NSP_CHECK(nsp_pk_args_make(&L->tables, &L->dev_lv, op, replicas, heads, row_bytes, dc, dd,
+                               src, dst,
                                &a));
     vb = nsp_pk_vector_bytes(&a, (const uint64_t *)displs, displs != NULL ? d : 0);
     if ((op == NSP_PK_H2S_UNPACK_SUM || op == NSP_PK_H2S_SELF_ADD) &&
@@ -235,8 +237,8 @@ nsp_status_t nsp_cuda_pack_s2h(nsp_cuda_level_t *L, int heads, size_t row_bytes,
     if (send_bytes == NULL || send_displs == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_cuda_pack_s2h: NULL counts");
     }
-    return pk_run(L, NSP_PK_S2H_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes, send_bytes, send_displs, chunks, send,
-                  stream);
+    return pk_run(L, NSP_PK_S2H_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                  send_bytes, send_displs, chunks, send, stream);
 }
 
 nsp_status_t nsp_cuda_unpack_s2h(nsp_cuda_level_t *L, int heads, size_t row_bytes,
@@ -246,8 +248,8 @@ nsp_status_t nsp_cuda_unpack_s2h(nsp_cuda_level_t *L, int heads, size_t row_byte
     if (recv_bytes == NULL || recv_displs == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_cuda_unpack_s2h: NULL counts");
     }
-    return pk_run(L, NSP_PK_S2H_UNPACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes, recv_bytes, recv_displs, recv, block,
-                  stream);
+    return pk_run(L, NSP_PK_S2H_UNPACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                  recv_bytes, recv_displs, recv, block, stream);
 }
 
 nsp_status_t nsp_cuda_pack_h2s(nsp_cuda_level_t *L, int heads, size_t row_bytes,
@@ -257,8 +259,8 @@ nsp_status_t nsp_cuda_pack_h2s(nsp_cuda_level_t *L, int heads, size_t row_bytes,
     if (send_bytes == NULL || send_displs == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_cuda_pack_h2s: NULL counts");
     }
-    return pk_run(L, NSP_PK_H2S_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes, send_bytes, send_displs, block, send,
-                  stream);
+    return pk_run(L, NSP_PK_H2S_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                  send_bytes, send_displs, block, send, stream);
 }
 
 nsp_status_t nsp_cuda_unpack_h2s(nsp_cuda_level_t *L, int heads, size_t row_bytes,

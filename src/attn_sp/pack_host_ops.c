@@ -61,7 +61,8 @@ static nsp_status_t host_run(const nsp_pk_tables_t *t, nsp_pk_op_t op,
     if (counts != NULL && all_zero(counts, t->lv.degree)) {
         return NSP_OK; /* nothing to move (e.g. a replica that sends nothing) */
     }
-    NSP_CHECK(nsp_pk_args_make(t, &t->lv, op, replicas, heads, row_bytes, (const uint64_t *)counts,
+    NSP_CHECK(nsp_pk_args_make(t, &t->lv, op, replicas, heads, row_bytes,
+                               (const uint64_t *)counts,
                                (const uint64_t *)displs, src, dst, &a));
     if (a.units == 0 || a.unit_bytes == 0) {
         return NSP_OK;
@@ -80,8 +81,8 @@ static nsp_status_t host_pack_s2h(void *tables, int heads, size_t row_bytes, con
                                   const size_t *send_displs, void *stream)
 {
     (void)stream;
-    return host_run(tables, NSP_PK_S2H_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes, send_bytes, send_displs, chunks,
-                    send);
+    return host_run(tables, NSP_PK_S2H_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                    send_bytes, send_displs, chunks, send);
 }
 
 static nsp_status_t host_unpack_s2h(void *tables, int heads, size_t row_bytes, const void *recv,
@@ -89,8 +90,8 @@ static nsp_status_t host_unpack_s2h(void *tables, int heads, size_t row_bytes, c
                                     void *block, void *stream)
 {
     (void)stream;
-    return host_run(tables, NSP_PK_S2H_UNPACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes, recv_bytes, recv_displs, recv,
-                    block);
+    return host_run(tables, NSP_PK_S2H_UNPACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                    recv_bytes, recv_displs, recv, block);
 }
 
 static nsp_status_t host_pack_h2s(void *tables, int heads, size_t row_bytes, const void *block,
@@ -98,8 +99,8 @@ static nsp_status_t host_pack_h2s(void *tables, int heads, size_t row_bytes, con
                                   const size_t *send_displs, void *stream)
 {
     (void)stream;
-    return host_run(tables, NSP_PK_H2S_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes, send_bytes, send_displs, block,
-                    send);
+    return host_run(tables, NSP_PK_H2S_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                    send_bytes, send_displs, block, send);
 }
 
 static nsp_status_t host_unpack_h2s(void *tables, int heads, size_t row_bytes,
