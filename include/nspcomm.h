@@ -1850,7 +1850,7 @@ typedef struct nsp_nested_attn_stats {
  * Errors: NSP_ERR_INVALID_ARG (NULL, bad params: the message names the
  * field; a level whose degree cannot shard the heads: names level, degree
  * and ring), NSP_ERR_UNSUPPORTED (on a backend that moves device memory:
- * ring levels, the default host reference kernel, a build without CUDA;
+ * the default host reference kernel, a build without CUDA;
  * more than NSP_TREE_MAX_LEVELS levels), NSP_ERR_MISMATCH (ranks disagree:
  * names them), NSP_ERR_TIMEOUT,
  * NSP_ERR_PEER_FAILED, NSP_ERR_NO_MEMORY.

@@ -262,7 +262,7 @@ static nsp_status_t level_setup(nsp_nested_attn_t *a, int l)
     NSP_CHECK(level_setup_bytes(a, l, L));
     if (L->lv.ring > 1) {
         NSP_CHECK(nsp_ring_level_create(a->tree, &L->lv, L->hkv.nheads, a->attn.head_dim,
-                                        &L->ring));
+                                        a->mem, a->reduce, &L->ring));
     }
     NSP_INFO("nested attention: level %d degree %d (ring %d x Ulysses %d, group %d..%d), %d "
              "seqs, %lld tokens, heads q %d..%d kv %d..%d%s, %d kernel slices", l,

@@ -25,7 +25,10 @@
  *     CUDA unpack kernel's 16-bit sum), and with dkv_f32 widened to float32
  *     on the device, summed in float32 and rounded once; both give the same
  *     dk and dv bits (one rounding either way with 2 replicas); on one
- *     device that part prints "# SKIP" (NCCL takes one rank per device)
+ *     device that part prints "# SKIP" (NCCL takes one rank per device);
+ *     and the same two ranks as one ring group of 2 (ring attention on
+ *     device memory: KV blocks passed by NCCL on the caller's stream,
+ *     partials merged and gradients accumulated by the reduce kernels)
  *
  * The kernel here stages through the host (it waits for batch->stream,
  * copies to the host, runs the reference in float32, copies back on the
@@ -730,10 +733,10 @@ out:
 }
 
 /* Before anything touches CUDA in this process (the ranks are forked). */
-static void mr_case_run(mp_result_t *res, int *started)
+static void mr_case_run(mp_result_t *res, int *started, int ring)
 {
     static const int64_t lens[3] = {37, 64, 5};
-    const nt_group_t     g[1]    = {{0, 0, MR_RANKS, 1}};
+    const nt_group_t     g[1]    = {{0, 0, MR_RANKS, ring ? MR_RANKS : 1}};
     const int            sg[3]   = {0, 0, 0};
     nsp_model_t          model;
     nsp_cluster_t        cluster;
@@ -753,7 +756,7 @@ static void mr_case_run(mp_result_t *res, int *started)
     nsp_plan_free(mc.plan);
 }
 
-static void mr_case_report(const mp_result_t *res, int started)
+static void mr_case_report(const mp_result_t *res, int started, int ring)
 {
     int few = 0;
 
@@ -761,8 +764,15 @@ static void mr_case_report(const mp_result_t *res, int started)
         few += res->rank[r].exited && res->rank[r].exit_code == MR_FEW_DEVICES;
     }
     if (started && few == res->nranks) {
-        tap_skip(1, "2 ranks, bf16, replicated KV: needs %d CUDA devices (%s)", MR_RANKS,
-                 res->rank[0].note);
+        tap_skip(1, "2 ranks, bf16, %s: needs %d CUDA devices (%s)",
+                 ring ? "a ring of 2" : "replicated KV", MR_RANKS, res->rank[0].note);
+        return;
+    }
+    if (ring) {
+        tap_ok(started && mp_all_ok(res), "2 ranks over NCCL, one device each, bf16, one ring "
+               "group of 2 (KV blocks passed by NCCL on the caller's stream, partials merged "
+               "on the device): forward + backward within 1.6e-2 of the float32 reference "
+               "(worst %.3g, %.3g)", res->rank[0].value[0], res->rank[1].value[0]);
         return;
     }
     tap_ok(started && mp_all_ok(res), "2 ranks over NCCL, one device each, bf16, 1 KV head "
@@ -776,10 +786,12 @@ int main(void)
 {
     fixture_t   f;
     int         ndev = 0, mr_started = 0;
-    static mp_result_t mr;
+    static mp_result_t mr, mring;
+    int                mring_started = 0;
 
     setenv("NSPCOMM_LOG_LEVEL", "WARN", 0);
-    mr_case_run(&mr, &mr_started);
+    mr_case_run(&mr, &mr_started, 0);
+    mr_case_run(&mring, &mring_started, 1);
     if (nsp_cuda_device_probe(&ndev) != NSP_OK) {
         tap_skip_all("no CUDA device (%s)", nsp_last_error());
     }
@@ -796,6 +808,7 @@ int main(void)
     run_case(&f, NSP_ATTN_FP32, "fp32", 1e-5);
     run_case(&f, NSP_ATTN_BF16, "bf16", 1.6e-2);
     fixture_down(&f);
-    mr_case_report(&mr, mr_started);
+    mr_case_report(&mr, mr_started, 0);
+    mr_case_report(&mring, mring_started, 1);
     return tap_done();
 }
