@@ -1260,7 +1260,15 @@ typedef enum nsp_a2a_replicas {
     NSP_A2A_REPLICAS_FIRST   = 0,
     /** Sum the copies of all replicas as float32 (elem_size 4): the gradient
      *  of the replication, e.g. dK and dV in a backward pass. */
-    NSP_A2A_REPLICAS_SUM_F32 = 1
+    NSP_A2A_REPLICAS_SUM_F32 = 1,
+    /** Sum them as bfloat16 (elem_size 2), half the bytes of SUM_F32 on the
+     *  wire: the first replica's copy, then each other replica added in
+     *  ascending index, every addition done in float32 and rounded to
+     *  bfloat16 (nearest even), so r replicas round r - 1 times (2 replicas:
+     *  bit-identical to widening, summing in float32 and rounding once). */
+    NSP_A2A_REPLICAS_SUM_BF16 = 2,
+    /** As SUM_BF16 on IEEE binary16 elements (elem_size 2). */
+    NSP_A2A_REPLICAS_SUM_FP16 = 3
 } nsp_a2a_replicas_t;
 
 /*
@@ -1359,7 +1367,8 @@ typedef struct nsp_a2a_params {
  * caller (nsp_request_test/wait/free); level 0's is complete at return.
  * Collective over the world (see above).
  * Errors: NSP_ERR_INVALID_ARG (NULL, heads not shardable at a level's
- * degree, a bad elem_size, SUM_F32 without 4-byte elements, the layout's
+ * degree, a bad elem_size, SUM_F32 without 4-byte elements or SUM_BF16/
+ * SUM_FP16 without 2-byte ones, the layout's
  * rank or ranks not the world's, with NSP_A2A_FIELD_BYTES a src or dst
  * smaller than the layout needs), NSP_ERR_UNSUPPORTED (a stream on the host
  * path; a group with ring > 1 on the CUDA path), NSP_ERR_MISMATCH (ranks disagree: the
@@ -1769,7 +1778,8 @@ enum {
     NSP_NESTED_ATTN_FIELD_DTYPE  = 1u << 1,
     NSP_NESTED_ATTN_FIELD_SERIAL = 1u << 2,
     NSP_NESTED_ATTN_FIELD_CHECK  = 1u << 3,
-    NSP_NESTED_ATTN_FIELD_SLICES = 1u << 4
+    NSP_NESTED_ATTN_FIELD_SLICES = 1u << 4,
+    NSP_NESTED_ATTN_FIELD_DKV_F32 = 1u << 5
 };
 
 typedef struct nsp_nested_attn_params {
@@ -1778,8 +1788,8 @@ typedef struct nsp_nested_attn_params {
     nsp_attn_kernel_t kernel;     /**< the framework's kernel (default: the host reference) */
     nsp_attn_dtype_t  dtype;      /**< element type of q, k, v, o, dout, dq, dk, dv and of
                                        the kernel's buffers (default FP32; BF16 and FP16 on
-                                       every level: ring partials and replicated dK/dV are
-                                       read in it, added in float32, rounded once) */
+                                       every level: ring partials are read in it, added in
+                                       float32, rounded once; replicated dK/dV: dkv_f32) */
     int               serial;     /**< 1: levels one after another (default 0: pipelined) */
     int               check;      /**< 0: skip the agreement checks (default 1: at create,
                                        and one small allgather per call) */
@@ -1787,6 +1797,14 @@ typedef struct nsp_nested_attn_params {
                                        are cut into up to this many slices of similar
                                        work, and requests are tested between them
                                        (default 8; 1: one call per level) */
+    int               dkv_f32;    /**< dK/dV of KV heads replicated on several ranks, with
+                                       dtype BF16 or FP16: 0 (default) sums them on the wire
+                                       in dtype (NSP_A2A_REPLICAS_SUM_BF16/FP16: each
+                                       addition in float32, rounded; 2 replicas give
+                                       exactly what 1 gives); 1 widens them to float32,
+                                       sums there and rounds once, at twice those two
+                                       tensors' bytes. Ignored with FP32. Every rank passes
+                                       the same (the create's agreement check covers it) */
 } nsp_nested_attn_params_t;
 
 /** What one level of one call did on this rank. */
@@ -1823,15 +1841,16 @@ typedef struct nsp_nested_attn_stats {
  * n_kv, replicating KV heads), sets up the rings, builds every exchange
  * its calls start (persistent nested all-to-alls: a call only starts
  * them), and with check on allgathers a hash of (plan round, heads, D,
- * scale, causal, dtype) over the world; with a dtype other than FP32 it
- * also allgathers whether any rank replicates KV heads (then dK/dV go back
- * in float32, below). `tree` and `layout` are borrowed until nsp_nested_attn_destroy();
+ * scale, causal, dtype, dkv_f32) over the world; with a dtype other than
+ * FP32 and dkv_f32 set it also allgathers whether any rank replicates KV
+ * heads (then dK/dV go back in float32, below). `tree` and `layout` are
+ * borrowed until nsp_nested_attn_destroy();
  * `params` is copied. Collective over the world. On success *attn is owned
  * by the caller.
  * Errors: NSP_ERR_INVALID_ARG (NULL, bad params: the message names the
  * field; a level whose degree cannot shard the heads: names level, degree
  * and ring), NSP_ERR_UNSUPPORTED (on a backend that moves device memory:
- * ring levels, the default host reference kernel, a build without CUDA;
+ * the default host reference kernel, a build without CUDA;
  * more than NSP_TREE_MAX_LEVELS levels), NSP_ERR_MISMATCH (ranks disagree:
  * names them), NSP_ERR_TIMEOUT,
  * NSP_ERR_PEER_FAILED, NSP_ERR_NO_MEMORY.
@@ -1867,11 +1886,13 @@ nsp_status_t nsp_nested_attn_fwd(nsp_nested_attn_t *attn, const void *q, const v
  * forward of this attn; borrowed, then q, k, v, o, lse may be NULL) or, with
  * saved NULL, the forward's sequence-sharded q, k, v, o and lse (exchanged
  * again). dK and dV of a KV head replicated on several ranks are summed
- * over the replicas in float32: with a dtype other than FP32 each level's
- * dK/dV (the kernel's, in dtype) is widened into float32 scratch of the
- * attn, exchanged and summed in float32 (twice the bytes of those two
- * tensors, in rounds where some rank replicates), and rounded once into
- * dk and dv. Collective over the world; all ranks pass saved or all pass
+ * over the replicas: in float32 with FP32; with BF16 or FP16 on the wire
+ * in that dtype (the default: the same bytes as without replication,
+ * NSP_A2A_REPLICAS_SUM_BF16/FP16) or, with params.dkv_f32, each level's
+ * dK/dV (the kernel's, in dtype) widened into float32 scratch of the attn,
+ * exchanged and summed in float32 (twice the bytes of those two tensors,
+ * in rounds where some rank replicates) and rounded once into dk and dv.
+ * Collective over the world; all ranks pass saved or all pass
  * NULL. Errors: as nsp_nested_attn_fwd(), NSP_ERR_INVALID_ARG (saved
  * from another attn). On device memory the widening and the rounding run
  * on the attn's stream (nsp_nested_attn_set_stream), and the call waits

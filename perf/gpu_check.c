@@ -11,8 +11,10 @@
  *   q   H = 32, bf16           (H/d = 4 heads per rank)
  *   kv  H = 4,  bf16           (d > H: each head on 2 ranks, replicated)
  *   dkv H = 4,  fp32 SUM_F32   (head-to-sequence sums the replicas)
+ *   dkv H = 4,  bf16 SUM_BF16  (the same in bfloat16, rounded per addition)
  * Exit status: 0 when every check passed, 1 otherwise, 2 without a GPU.
  */
+#include "attn_sp/attn_reduce_map.h"
 #include "attn_sp/pack.h"
 #include "attn_sp/pack_cuda.h"
 #include "common/log.h"
@@ -49,12 +51,19 @@ static uint64_t rnd(void)
     return x * 0x2545f4914f6cdd1dull;
 }
 
-static void fill(char *buf, size_t bytes, int floats)
+/* Random bytes, or with a summing mode numbers in [-0.5, 0.5) of its
+ * element type (float32, bfloat16), so the sums are of numbers. */
+static void fill(char *buf, size_t bytes, nsp_a2a_replicas_t sums)
 {
-    if (floats) {
+    if (sums == NSP_A2A_REPLICAS_SUM_F32) {
         for (size_t k = 0; k + 4 <= bytes; k += 4) {
             float f = (float)((double)(rnd() >> 40) / 16777216.0 - 0.5);
             memcpy(buf + k, &f, 4);
+        }
+    } else if (sums == NSP_A2A_REPLICAS_SUM_BF16) {
+        for (size_t k = 0; k + 2 <= bytes; k += 2) {
+            uint16_t h = nsp_rd_float_to_bf16((float)((double)(rnd() >> 40) / 16777216.0 - 0.5));
+            memcpy(buf + k, &h, 2);
         }
     } else {
         for (size_t k = 0; k + 8 <= bytes; k += 8) {
@@ -160,6 +169,7 @@ int main(int argc, char **argv)
         {"q   H=32 bf16", 32, 2, NSP_A2A_REPLICAS_FIRST},
         {"kv  H=4  bf16", 4, 2, NSP_A2A_REPLICAS_FIRST},
         {"dkv H=4  f32 SUM", 4, 4, NSP_A2A_REPLICAS_SUM_F32},
+        {"dkv H=4  bf16 SUM", 4, 2, NSP_A2A_REPLICAS_SUM_BF16},
     };
     int64_t          tokens = 65536, lens[64];
     int              iters = 20, failures = 0, ndev = 0;
@@ -260,8 +270,8 @@ int main(int argc, char **argv)
                 ++failures;
                 goto next;
             }
-            fill(hsrc, in_b, s->elem == 4);
-            fill(hdst, out_b, s->elem == 4);
+            fill(hsrc, in_b, s->replicas);
+            fill(hdst, out_b, s->replicas);
             cudaMemcpy(dsrc, hsrc, in_b, cudaMemcpyHostToDevice);
             cudaMemcpy(ddst, hdst, out_b, cudaMemcpyHostToDevice);
             ok = run_cuda(L, s, (op_t)op, rb, c, dsp, dsrc, ddst, stream) == NSP_OK &&

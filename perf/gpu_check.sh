@@ -29,6 +29,8 @@
 #                                   CUDA reduce ops' dK/dV conversions vs the host
 #                                   ones, bit for bit; with 2+ GPUs, two ranks,
 #                                   bf16 backward with replicated KV heads
+#   9. perf/gpu_check_torch.py      the PyTorch op on CUDA tensors vs its CPU
+#                                   path (fp32, bf16, fp16; forward, backward)
 # and prints a PASS/FAIL summary; the exit status is non-zero if any step
 # failed (a test that skips for want of a GPU counts as a failure here).
 # Without a usable GPU it still builds everything (so the build is checked),

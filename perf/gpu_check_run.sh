@@ -27,6 +27,14 @@
 #                                   CUDA reduce ops' dK/dV conversions vs the host
 #                                   ones, bit for bit; with 2+ GPUs, two ranks,
 #                                   bf16 backward with replicated KV heads
+#   9. perf/gpu_check_torch.py      the PyTorch op on CUDA tensors (2 ranks, or 1
+#                                   on a one-GPU machine; fp32, bf16, fp16;
+#                                   forward and backward) against its CPU path,
+#                                   with the checkout's .venv python, else
+#                                   $NSP_PYTHON, else python3; without torch
+#                                   there it is a failure that says how to install
+#                                   it (bash scripts/setup-python.sh), unless
+#                                   NSP_GPU_CHECK_TORCH=0 leaves the step out
 # and prints a PASS/FAIL summary; the exit status is non-zero if any step
 # failed (a test that skips for want of a GPU counts as a failure here).
 # Without a usable GPU it says so and exits 77 (skip) without running the
@@ -148,19 +156,19 @@ fi
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 g=$build/tests/gpu
 
-step "1/8 tests/gpu/test_pack_map: the kernels' index maps vs pack.c, on the CPU"
+step "1/9 tests/gpu/test_pack_map: the kernels' index maps vs pack.c, on the CPU"
 run_tap test_pack_map 120 "$g/test_pack_map"
 
-step "2/8 tests/gpu/test_pack_cuda: CUDA kernels vs pack.c, bit-exact, 300 random views"
+step "2/9 tests/gpu/test_pack_cuda: CUDA kernels vs pack.c, bit-exact, 300 random views"
 run_tap test_pack_cuda 180 "$g/test_pack_cuda"
 
-step "3/8 tests/gpu/test_streams_cuda: one stream per level, completing separately"
+step "3/9 tests/gpu/test_streams_cuda: one stream per level, completing separately"
 run_tap test_streams_cuda 60 "$g/test_streams_cuda"
 
-step "4/8 tests/gpu/test_nccl_backend: one-rank NCCL world and tree, nsp_comm_from_nccl, device all-to-all"
+step "4/9 tests/gpu/test_nccl_backend: one-rank NCCL world and tree, nsp_comm_from_nccl, device all-to-all"
 run_tap test_nccl_backend 180 "$g/test_nccl_backend"
 
-step "5/8 perf/gpu_check: kernels on realistic shapes, bit-exact and timed"
+step "5/9 perf/gpu_check: kernels on realistic shapes, bit-exact and timed"
 perf_args=()
 [ $quick -eq 1 ] && perf_args=(--quick)
 if [ -x "$build/perf/gpu_check" ]; then
@@ -170,13 +178,30 @@ else
     record "perf/gpu_check" 127
 fi
 
-step "6/8 tests/gpu/test_reduce_map: the reductions' element math and the memory types' tables, on the CPU"
+step "6/9 tests/gpu/test_reduce_map: the reductions' element math and the memory types' tables, on the CPU"
 run_tap test_reduce_map 60 "$g/test_reduce_map"
 
-step "7/8 tests/gpu/test_reduce_cuda: replica-sum and merge kernels vs their host twins"
+step "7/9 tests/gpu/test_reduce_cuda: replica-sum and merge kernels vs their host twins"
 run_tap test_reduce_cuda 60 "$g/test_reduce_cuda"
 
-step "8/8 tests/gpu/test_nattn_cuda: nested attention on device memory (one rank; two with 2+ GPUs) vs the host reference"
+step "8/9 tests/gpu/test_nattn_cuda: nested attention on device memory (one rank; two with 2+ GPUs) vs the host reference"
 run_tap test_nattn_cuda 240 "$g/test_nattn_cuda"
+
+step "9/9 perf/gpu_check_torch.py: the PyTorch op on CUDA tensors vs its CPU path"
+top=$(cd "$(dirname "$0")/.." && pwd)
+py=${NSP_PYTHON:-}
+[ -z "$py" ] && [ -x "$top/.venv/bin/python" ] && py=$top/.venv/bin/python
+py=${py:-python3}
+if [ "${NSP_GPU_CHECK_TORCH:-1}" = 0 ]; then
+    echo "  left out (NSP_GPU_CHECK_TORCH=0)"
+    results+=("SKIP  perf/gpu_check_torch.py (NSP_GPU_CHECK_TORCH=0)")
+elif ! "$py" -c "import torch" >/dev/null 2>&1; then
+    echo "  no torch for $py: bash scripts/setup-python.sh installs it into .venv (or set NSP_PYTHON)"
+    record "perf/gpu_check_torch.py (torch for $py)" 1
+else
+    NSPCOMM_BUILD_DIR=$build PYTHONPATH="$top/python${PYTHONPATH:+:$PYTHONPATH}" \
+        timeout 600 "$py" "$top/perf/gpu_check_torch.py" --out "$logs" 2>&1 | tee "$logs/gpu_check_torch.log"
+    record "perf/gpu_check_torch.py" "${PIPESTATUS[0]}"
+fi
 
 finish

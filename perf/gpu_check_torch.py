@@ -22,9 +22,8 @@ relative error max |cuda - cpu| / max(0.1, max |cpu|) per tensor (lse: /
 max(1, ...)) at most 1e-4 in float32, 2e-2 in bfloat16, 4e-3 in float16
 (inputs rounded to the dtype for both; the kernels differ, so each adds
 its own rounding). With 2+ ranks the plan has a degree-N group that
-replicates KV heads (n_kv = 1), two rounds, and a ring plan must be
-refused on every rank (NSP_ERR_UNSUPPORTED: ring levels on device memory
-are not supported yet).
+replicates KV heads (n_kv = 1), two rounds, and a plan whose one group of
+every rank is a ring (float32 and bfloat16) must match the CPU path too.
 
 Prints one PASS/FAIL line per check and a summary, writes
 DIR/gpu_check_torch.json (default out/), and exits 0 when every check
@@ -224,16 +223,21 @@ def rank_main(out_path, args):
         except Exception as e:  # noqa: BLE001
             record("%s world: torch.compile(fullgraph=True) of the op" % wname, False,
                    error=repr(e)[:800])
-        if n > 1 and not cpu_only:
+        if n > 1:
             ring = nspcomm.Plan.from_json(plan_json(n, ring=True))
             rl = nspcomm.Layout(ring, 0, rank)
-            try:
-                _run(nt, tree, rl, (8, 2, 16), torch.bfloat16, device, _batch(ring, 8, 2, 16, 0))
-                record("%s world: a ring plan is refused" % wname, False,
-                       error="no exception")
-            except nspcomm.NspError as e:
-                record("%s world: a ring plan is refused" % wname,
-                       e.name == "NSP_ERR_UNSUPPORTED", error=str(e)[:300])
+            for dt in (torch.float32, torch.bfloat16):
+                dname = str(dt).split(".")[1]
+                name = "%s world: a ring group of %d, %s, against the CPU path" % (wname, n, dname)
+                try:
+                    rb = _batch(ring, 8, 2, 16, 0)
+                    cpu, _ = _run(nt, htree, rl, (8, 2, 16), dt, "cpu", rb)
+                    got, saved = _run(nt, tree, rl, (8, 2, 16), dt, device, rb)
+                    worst, errs = _err(got, cpu)
+                    record(name, worst <= TOL[dname] and saved, error=worst, errors=errs,
+                           tolerance=TOL[dname])
+                except Exception as e:  # noqa: BLE001
+                    record(name, False, error=repr(e)[:800])
         tree.destroy()
     for w in worlds.values():
         w.destroy()

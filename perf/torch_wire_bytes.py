@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Bytes the torch op sends per dtype on Ulysses groups that replicate KV
-heads: what a 2-byte replica sum would save (one command).
+heads, with replicated dK/dV summed on the wire in 16 bits (the default)
+and in float32 (dkv_float32=True): one command.
 
     .venv/bin/python perf/torch_wire_bytes.py [--json out/torch_wire_bytes.json]
 
@@ -10,12 +11,10 @@ n_kv = 2: each KV head replicated 2 or 4 times) beside level-0 and degree-2
 groups, GQA 8/2, head_dim 16: forward and backward (from the saved state)
 of nspcomm.torch.nested_attention in float32, bfloat16 and float16; the
 bytes every rank sent, summed over ranks and rounds (the op's stats). In a
-16-bit call the replicated dK/dV still go back in float32 (summed over the
-replicas in float32, NSP_A2A_REPLICAS_SUM_F32); the column "2-byte replica
-sum" is what the backward would send with them in the call's dtype:
-exactly half of float32's, as every tensor of the backward would then be 2
-bytes wide (computed, not measured: the library has no such mode yet).
-Byte counts are exact and do not depend on the machine's load.
+16-bit call the replicated dK/dV go back in the call's dtype
+(NSP_A2A_REPLICAS_SUM_BF16/FP16); with dkv_float32 in float32
+(NSP_A2A_REPLICAS_SUM_F32). Byte counts are exact and do not depend on the
+machine's load.
 """
 
 import argparse
@@ -48,16 +47,20 @@ def measure(ranks):
     path = os.path.join(tmp, "plan.json")
     with open(path, "w") as f:
         f.write(plan_for(ranks))
-    res = mp.run(ranks, [["u", "attn", dict(ATTN, plan=path, dtypes=DTYPES, seed=1)]],
+    res = mp.run(ranks, [["u", "attn", dict(ATTN, plan=path, dtypes=DTYPES, seed=1)],
+                         ["w", "attn", dict(ATTN, plan=path, dtypes=DTYPES[1:], seed=1,
+                                            dkv_float32=True)]],
                  timeout=600, nsp_timeout=60)
-    out = {dt: [0, 0] for dt in DTYPES}
+    out = {}
     for r, x in enumerate(res):
-        if "u" not in x or "raised" in x["u"]:
-            raise SystemExit("rank %d failed: %s" % (r, str(x)[-2000:]))
-        for dt in DTYPES:
-            for fwd, bwd in x["u"]["bytes"][dt]:
-                out[dt][0] += fwd
-                out[dt][1] += bwd
+        for case, suffix in (("u", ""), ("w", "+dkv_float32")):
+            if case not in x or "raised" in x[case]:
+                raise SystemExit("rank %d failed: %s" % (r, str(x)[-2000:]))
+            for dt, rounds in x[case]["bytes"].items():
+                acc = out.setdefault(dt + suffix, [0, 0])
+                for fwd, bwd in rounds:
+                    acc[0] += fwd
+                    acc[1] += bwd
     return out
 
 
@@ -66,25 +69,20 @@ def main():
     ap.add_argument("--json", default=os.path.join(TOP, "out", "torch_wire_bytes.json"))
     args = ap.parse_args()
     rows = []
-    print("# ranks  replicas  dtype      fwd_B     (x fp32)  bwd_B     (x fp32)  "
-          "bwd_B with a 2-byte replica sum (x fp32)")
+    print("# ranks  replicas  dtype                   fwd_B   (x fp32)   bwd_B   (x fp32)")
     for ranks in (4, 8):
         b = measure(ranks)
         f32 = b["float32"]
-        for dt in DTYPES:
+        for dt in DTYPES + [d + "+dkv_float32" for d in DTYPES[1:]]:
             fwd, bwd = b[dt]
-            after = bwd if dt == "float32" else f32[1] // 2
             rows.append({"ranks": ranks, "replicas": ranks // ATTN["nkv"], "dtype": dt,
                          "forward_bytes": fwd, "backward_bytes": bwd,
-                         "backward_bytes_2byte_replica_sum": after})
-            print("  %5d  %8d  %-9s  %8d  (%.3f)   %8d  (%.3f)   %8d (%.3f)" % (
-                ranks, ranks // ATTN["nkv"], dt, fwd, fwd / f32[0], bwd, bwd / f32[1], after,
-                after / f32[1]))
+                         "forward_x_fp32": fwd / f32[0], "backward_x_fp32": bwd / f32[1]})
+            print("  %5d  %8d  %-22s %8d  (%.3f)  %8d  (%.3f)" % (
+                ranks, ranks // ATTN["nkv"], dt, fwd, fwd / f32[0], bwd, bwd / f32[1]))
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
-        json.dump({"attn": ATTN, "seq_lens": LENS, "rows": rows,
-                   "note": "backward_bytes_2byte_replica_sum is computed (float32 / 2)"}, f,
-                  indent=1)
+        json.dump({"attn": ATTN, "seq_lens": LENS, "rows": rows}, f, indent=1)
     print("# wrote %s" % args.json)
 
 

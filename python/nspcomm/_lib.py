@@ -168,7 +168,8 @@ class AttnKernel(ctypes.Structure):
 
 class NestedAttnParams(ctypes.Structure):
     _fields_ = [("field_mask", c_uint64), ("attn", AttnParams), ("kernel", AttnKernel),
-                ("dtype", c_int), ("serial", c_int), ("check", c_int), ("max_slices", c_int)]
+                ("dtype", c_int), ("serial", c_int), ("check", c_int), ("max_slices", c_int),
+                ("dkv_f32", c_int)]
 
 
 class LevelStats(ctypes.Structure):

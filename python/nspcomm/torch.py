@@ -151,10 +151,14 @@ class NestedAttention:
     scale None: 1/sqrt(head_dim); serial: levels one after another (to
     measure pipelining); max_slices: kernel calls per Ulysses level (comm
     progresses between them); check: agree on inputs before each call (a
-    bad input on one rank raises on every rank)."""
+    bad input on one rank raises on every rank); dkv_float32: in bfloat16 and
+    float16 calls, sum the dK/dV of KV heads replicated over several ranks
+    in float32 (twice those tensors' bytes, one rounding) instead of on the
+    wire in the call's dtype (the default: one rounding per replica added;
+    with 2 replicas the same bits). Every rank passes the same."""
 
     def __init__(self, tree, layout, q_heads, kv_heads, head_dim, scale=None, causal=True,
-                 kernel=None, serial=False, max_slices=None, check=True):
+                 kernel=None, serial=False, max_slices=None, check=True, dkv_float32=False):
         if q_heads % kv_heads:
             raise ValueError("q_heads %d is not a multiple of kv_heads %d" % (q_heads, kv_heads))
         self.tree, self.layout = tree, layout
@@ -164,6 +168,7 @@ class NestedAttention:
         self.scale = float(scale) if scale else head_dim ** -0.5
         self.causal, self.serial, self.check = bool(causal), bool(serial), bool(check)
         self.max_slices = max_slices
+        self.dkv_float32 = bool(dkv_float32)
         self.kernel = kernel if kernel is not None else default_kernel(self.mem.device_type)
         self._cb = _Callbacks(self.kernel, self.mem)
         self._attn = {}            # C dtype -> nsp_nested_attn_t
@@ -196,6 +201,9 @@ class NestedAttention:
         if self.max_slices:
             p.field_mask |= C.NSP_NESTED_ATTN_FIELD_SLICES
             p.max_slices = int(self.max_slices)
+        if self.dkv_float32:
+            p.field_mask |= C.NSP_NESTED_ATTN_FIELD_DKV_F32
+            p.dkv_f32 = 1
         h = ctypes.c_void_p()
         check(_lib.lib().nsp_nested_attn_create(self.tree.handle, self.layout.handle,
                                                 ctypes.byref(p), ctypes.byref(h)),

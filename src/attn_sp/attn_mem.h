@@ -47,10 +47,16 @@ typedef struct nsp_attn_mem {
      *  cuda: cudaStreamSynchronize), so results are in the caller's
      *  buffers when a call returns. Errors: NSP_ERR_BACKEND. */
     nsp_status_t (*sync)(void *stream);
+    /** Copy `bytes` from src to dst (both this memory, not overlapping),
+     *  in order on `stream` (host: done on return). Errors: NSP_ERR_BACKEND. */
+    nsp_status_t (*copy)(void *dst, const void *src, size_t bytes, void *stream);
+    /** Set `bytes` of dst to zero, in order on `stream`. Errors: as copy. */
+    nsp_status_t (*zero)(void *dst, size_t bytes, void *stream);
 } nsp_attn_mem_t;
 
 #define NSP_ATTN_MEM_ENTRIES(X)                                                     \
-    X(check_kernel) X(check_level) X(check_stream) X(buffer) X(release) X(sync)
+    X(check_kernel) X(check_level) X(check_stream) X(buffer) X(release) X(sync)     \
+    X(copy) X(zero)
 NSP_TABLE_COMPLETE(nsp_attn_mem_t, check_kernel, NSP_ATTN_MEM_ENTRIES);
 
 #endif /* NSP_ATTN_SP_ATTN_MEM_H_ */

@@ -97,9 +97,13 @@ typedef struct nsp_reduce_ops {
      *  float32 (o, lse), as nsp_reduce_merge(). */
     nsp_status_t (*merge)(nsp_attn_dtype_t dtype, int64_t rows, int head_dim, float *o,
                           float *lse, const void *o2, const float *lse2, void *stream);
+    /** acc[i] += src[i] widened from `dtype`, i < n, as
+     *  nsp_reduce_accumulate() (ring attention's dq and travelling dK/dV). */
+    nsp_status_t (*accumulate)(nsp_attn_dtype_t dtype, size_t n, const void *src, float *acc,
+                               void *stream);
 } nsp_reduce_ops_t;
 
-#define NSP_REDUCE_OPS_ENTRIES(X) X(to_f32) X(from_f32) X(sum_replicas) X(merge)
+#define NSP_REDUCE_OPS_ENTRIES(X) X(to_f32) X(from_f32) X(sum_replicas) X(merge) X(accumulate)
 NSP_TABLE_COMPLETE(nsp_reduce_ops_t, to_f32, NSP_REDUCE_OPS_ENTRIES);
 
 /** Host memory (attn_reduce_emul.c). */

@@ -44,6 +44,16 @@ nsp_status_t nsp_cuda_convert(int src_dtype, int dst_dtype, int64_t n, const voi
     return NSP_OK;
 }
 
+nsp_status_t nsp_cuda_accumulate(int dtype, int64_t n, const void *src, float *acc,
+                                 void *stream)
+{
+    nsp_rd_acc_args_t a;
+
+    NSP_CHECK(nsp_rd_acc_args(dtype, n, src, acc, &a));
+    NSP_CUDA_CHECK(nsp_rd_launch_acc(&a, (cudaStream_t)stream), "accumulation (cuda)");
+    return NSP_OK;
+}
+
 /* ---- the reduce ops of the CUDA memory type (attn_reduce.h) --------------- */
 
 static nsp_status_t ops_to_f32(nsp_attn_dtype_t dtype, size_t n, const void *src, float *dst,
@@ -73,10 +83,17 @@ static nsp_status_t ops_merge(nsp_attn_dtype_t dtype, int64_t rows, int head_dim
     return nsp_cuda_attn_merge((int)dtype, rows, head_dim, o, lse, o2, lse2, stream);
 }
 
+static nsp_status_t ops_accumulate(nsp_attn_dtype_t dtype, size_t n, const void *src,
+                                   float *acc, void *stream)
+{
+    return nsp_cuda_accumulate((int)dtype, (int64_t)n, src, acc, stream);
+}
+
 const nsp_reduce_ops_t nsp_reduce_ops_cuda = {
     .name         = "cuda",
     .to_f32       = ops_to_f32,
     .from_f32     = ops_from_f32,
     .sum_replicas = ops_sum_replicas,
     .merge        = ops_merge,
+    .accumulate   = ops_accumulate,
 };

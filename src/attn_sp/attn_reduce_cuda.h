@@ -6,13 +6,13 @@
  * cudaStream_t; NULL = the legacy default stream); nothing waits.
  *
  * What uses them: the CUDA memory type's reduce ops (at the end of
- * attn_reduce_cuda.c), whose conversions widen dK/dV to float32 and round
- * them back once in nested attention. The
- * replica sum and the merge are not called by the driver yet: the float32
- * replica sum of dK/dV runs inside the CUDA all-to-all's unpack
- * (pack_cuda.h), and ring levels on device memory are refused
- * (memtype_cuda.c). tests/gpu/test_reduce_cuda and perf/gpu_check check
- * them against the host twins on a GPU.
+ * attn_reduce_cuda.c): nested attention's conversions (dK/dV widened to
+ * float32 and rounded back with dkv_f32), and ring levels on device memory
+ * (ring_attn.c: the merge of partials, the accumulation of dq and of the
+ * travelling dK/dV, the conversions). The replica sum is not called by the
+ * driver: replicated dK/dV are summed inside the CUDA all-to-all's unpack
+ * (pack_cuda.h). tests/gpu/test_reduce_cuda checks them against the host
+ * twins on a GPU.
  */
 #ifndef NSP_ATTN_SP_ATTN_REDUCE_CUDA_H_
 #define NSP_ATTN_SP_ATTN_REDUCE_CUDA_H_
@@ -32,6 +32,11 @@ nsp_status_t nsp_cuda_sum_replicas(int dtype, int64_t rows, int64_t row_elems, v
  *  nsp_attn_merge(). Errors: as nsp_cuda_sum_replicas(). */
 nsp_status_t nsp_cuda_attn_merge(int dtype, int64_t rows, int head_dim, float *o, float *lse,
                                  const void *o2, const float *lse2, void *stream);
+
+/** acc[i] += src[i] read as float32 from dtype, i < n (float32 acc, not
+ *  overlapping src). Errors: as nsp_cuda_sum_replicas(). */
+nsp_status_t nsp_cuda_accumulate(int dtype, int64_t n, const void *src, float *acc,
+                                 void *stream);
 
 /** dst[i] = src[i] converted from src_dtype to dst_dtype (one rounding),
  *  i < n; src and dst must not overlap. Errors: as nsp_cuda_sum_replicas(). */

@@ -78,6 +78,22 @@ nsp_status_t nsp_rd_convert_args(int src_dtype, int dst_dtype, int64_t n, const 
     return NSP_OK;
 }
 
+nsp_status_t nsp_rd_acc_args(int dtype, int64_t n, const void *src, float *acc,
+                             nsp_rd_acc_args_t *a)
+{
+    NSP_CHECK(rd_check_dtype(dtype, "accumulation"));
+    if (n < 0 || (n > 0 && (src == NULL || acc == NULL))) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "accumulation: n %lld: need n >= 0 and non-NULL "
+                         "src, acc", (long long)n);
+    }
+    a->dtype   = dtype;
+    a->unused_ = 0;
+    a->n       = n;
+    a->src     = src;
+    a->acc     = acc;
+    return NSP_OK;
+}
+
 nsp_status_t nsp_rd_sum_replicas_host(int dtype, int64_t rows, int64_t row_elems, void *dst,
                                       int64_t dst_stride, const void *src, int64_t src_stride,
                                       int nrep, int64_t rep_stride)
@@ -162,10 +178,18 @@ static nsp_status_t host_merge(nsp_attn_dtype_t dtype, int64_t rows, int head_di
     return nsp_reduce_merge(dtype, rows, head_dim, o, lse, o2, lse2);
 }
 
+static nsp_status_t host_accumulate(nsp_attn_dtype_t dtype, size_t n, const void *src,
+                                    float *acc, void *stream)
+{
+    NSP_CHECK(host_no_stream(stream, "accumulation"));
+    return nsp_reduce_accumulate(dtype, n, src, acc);
+}
+
 const nsp_reduce_ops_t nsp_reduce_ops_host = {
     .name         = "host",
     .to_f32       = host_to_f32,
     .from_f32     = host_from_f32,
     .sum_replicas = host_sum_replicas,
     .merge        = host_merge,
+    .accumulate   = host_accumulate,
 };

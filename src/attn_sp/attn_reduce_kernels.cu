@@ -1,7 +1,8 @@
 /*
  * CUDA kernels of nested attention's reductions (attn_reduce_map.h): the
  * replica sum (one thread per element), the partial merge (one thread
- * per row) and the conversion (one thread per element). The element math is the header's, shared with the host twins
+ * per row), the conversion and the accumulation (one thread per element).
+ * The element math is the header's, shared with the host twins
  * the tests check; a kernel only maps threads to units.
  */
 #include "attn_sp/attn_reduce_kernels.h"
@@ -43,6 +44,16 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+__global__ void __launch_bounds__(kThreads) rd_acc(const __grid_constant__ nsp_rd_acc_args_t a)
+{
+    const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (uint64_t)a.n;
+         i += step) {
+        nsp_rd_acc_unit(&a, (int64_t)i);
+    }
+}
+
 unsigned rd_blocks(uint64_t units)
 {
     uint64_t blocks = (units + kThreads - 1) / kThreads;
@@ -77,5 +88,14 @@ extern "C" cudaError_t nsp_rd_launch_convert(const nsp_rd_convert_args_t *a, cud
         return cudaSuccess;
     }
     rd_convert<<<rd_blocks((uint64_t)a->n), kThreads, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t nsp_rd_launch_acc(const nsp_rd_acc_args_t *a, cudaStream_t stream)
+{
+    if (a->n <= 0) {
+        return cudaSuccess;
+    }
+    rd_acc<<<rd_blocks((uint64_t)a->n), kThreads, 0, stream>>>(*a);
     return cudaGetLastError();
 }

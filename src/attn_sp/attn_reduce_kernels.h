@@ -23,6 +23,9 @@ cudaError_t nsp_rd_launch_merge(const nsp_rd_merge_args_t *a, cudaStream_t strea
 /** Enqueue the conversion of *a on `stream`; the launch's cudaError_t. */
 cudaError_t nsp_rd_launch_convert(const nsp_rd_convert_args_t *a, cudaStream_t stream);
 
+/** Enqueue the accumulation of *a on `stream`; the launch's cudaError_t. */
+cudaError_t nsp_rd_launch_acc(const nsp_rd_acc_args_t *a, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

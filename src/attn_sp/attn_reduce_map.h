@@ -18,6 +18,9 @@
  *                 o2 e^(lse2 - lse), with nsp_attn_merge()'s rules: lse2 =
  *                 -inf adds nothing, lse = -inf takes o2, the log-sum-exp
  *                 symmetric in (lse, lse2). (Ring attention's merge.)
+ *   accumulation  acc[i] += src[i], i < n, src read as float32 from its
+ *                 dtype, acc float32 (a ring step's dq, a travelling
+ *                 dK/dV sum).
  *   conversion    dst[i] = src[i], i < n, read as float32 from src's dtype
  *                 and rounded once to dst's (widening to float32 is exact).
  *                 (A level's dK/dV widened to float32 scratch before their
@@ -76,6 +79,15 @@ typedef struct nsp_rd_convert_args {
     const void *src;         /**< [n] of src_dtype */
     void       *dst;         /**< [n] of dst_dtype, not overlapping src */
 } nsp_rd_convert_args_t;
+
+/** Arguments of one accumulation (host or device pointers). */
+typedef struct nsp_rd_acc_args {
+    int32_t     dtype;       /**< NSP_RD_* of src */
+    int32_t     unused_;
+    int64_t     n;           /**< elements */
+    const void *src;         /**< [n] of dtype */
+    float      *acc;         /**< [n] float32, not overlapping src */
+} nsp_rd_acc_args_t;
 
 NSP_RD_FN float nsp_rd_bits_f32(uint32_t u)
 {
@@ -220,6 +232,12 @@ NSP_RD_FN void nsp_rd_merge_row(const nsp_rd_merge_args_t *a, int64_t row)
     a->lse[row] = merged;
 }
 
+/** Accumulation unit i: acc[i] += src[i] read as float32. */
+NSP_RD_FN void nsp_rd_acc_unit(const nsp_rd_acc_args_t *a, int64_t i)
+{
+    a->acc[i] += nsp_rd_load(a->dtype, a->src, i);
+}
+
 /** Conversion unit i: element i, one load and one store. */
 NSP_RD_FN void nsp_rd_convert_unit(const nsp_rd_convert_args_t *a, int64_t i)
 {
@@ -254,6 +272,8 @@ nsp_status_t nsp_rd_merge_args(int dtype, int64_t rows, int head_dim, float *o, 
                                const void *o2, const float *lse2, nsp_rd_merge_args_t *a);
 nsp_status_t nsp_rd_convert_args(int src_dtype, int dst_dtype, int64_t n, const void *src,
                                  void *dst, nsp_rd_convert_args_t *a);
+nsp_status_t nsp_rd_acc_args(int dtype, int64_t n, const void *src, float *acc,
+                             nsp_rd_acc_args_t *a);
 #endif
 
 #endif /* NSP_ATTN_SP_ATTN_REDUCE_MAP_H_ */

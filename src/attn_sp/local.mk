@@ -22,6 +22,7 @@ noinst_HEADERS += \
 	src/attn_sp/layout.h \
 	src/attn_sp/pack.h \
 	src/attn_sp/pack_ops.h \
+	src/attn_sp/replica_sum.h \
 	src/attn_sp/memtype.h \
 	src/attn_sp/nested_a2a.h \
 	src/attn_sp/nested_a2a_common.h \

@@ -4,11 +4,11 @@
  * all-to-all runs the device engine (nested_a2a_device.c) on the CUDA
  * runtime (devops_cuda.c) with the CUDA pack kernels (pack_cuda.h).
  * Nested attention: head-sharded buffers from cudaMalloc, the caller's
- * kernel on the caller's stream, Ulysses levels (and level 0), dK/dV
- * widened to float32 and rounded back by the conversion kernel (the
- * reduce ops of attn_reduce_cuda.c) on the caller's stream. Ring levels
- * are refused: their partial merges and KV passing run on the host
- * (ring_attn.c).
+ * kernel on the caller's stream, Ulysses levels (and level 0) and ring
+ * levels (ring_attn.c: KV blocks passed by NCCL on the caller's stream,
+ * partials merged and gradients accumulated by the reduce kernels of
+ * attn_reduce_cuda.c on it), dK/dV widened to float32 and rounded back by
+ * the conversion kernel with dkv_f32.
  */
 #include "config.h"
 
@@ -33,12 +33,8 @@ static nsp_status_t cuda_check_kernel(int reference)
 
 static nsp_status_t cuda_check_level(int level, const nsp_layout_level_t *lv)
 {
-    if (lv->ring > 1) {
-        return nsp_error(NSP_ERR_UNSUPPORTED, "%s: level %d is a ring group (degree %d, ring "
-                         "%d), and ring levels merge partial results on the host; plan "
-                         "without rings (Ulysses groups) or use the UCX backend with host "
-                         "buffers", AM_WHAT, level, lv->degree, lv->ring);
-    }
+    (void)level; /* Ulysses and ring levels both run on device memory */
+    (void)lv;
     return NSP_OK;
 }
 
@@ -78,6 +74,24 @@ static nsp_status_t cuda_sync(void *stream)
     return NSP_OK;
 }
 
+static nsp_status_t cuda_copy(void *dst, const void *src, size_t bytes, void *stream)
+{
+    if (bytes > 0) {
+        NSP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                       (cudaStream_t)stream),
+                       AM_WHAT);
+    }
+    return NSP_OK;
+}
+
+static nsp_status_t cuda_zero(void *dst, size_t bytes, void *stream)
+{
+    if (bytes > 0) {
+        NSP_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, (cudaStream_t)stream), AM_WHAT);
+    }
+    return NSP_OK;
+}
+
 static const nsp_attn_mem_t cuda_attn = {
     .name         = "cuda",
     .check_kernel = cuda_check_kernel,
@@ -86,6 +100,8 @@ static const nsp_attn_mem_t cuda_attn = {
     .buffer       = cuda_buffer,
     .release      = cuda_release,
     .sync         = cuda_sync,
+    .copy         = cuda_copy,
+    .zero         = cuda_zero,
 };
 
 const nsp_memtype_t nsp_memtype_cuda = {

@@ -15,6 +15,7 @@
 #include "common/log.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- nested attention's memory ops ---------------------------------------- */
 
@@ -69,6 +70,24 @@ static nsp_status_t host_sync(void *stream)
     return NSP_OK;
 }
 
+static nsp_status_t host_copy(void *dst, const void *src, size_t bytes, void *stream)
+{
+    (void)stream;
+    if (bytes > 0) {
+        memcpy(dst, src, bytes);
+    }
+    return NSP_OK;
+}
+
+static nsp_status_t host_zero(void *dst, size_t bytes, void *stream)
+{
+    (void)stream;
+    if (bytes > 0) {
+        memset(dst, 0, bytes);
+    }
+    return NSP_OK;
+}
+
 static const nsp_attn_mem_t host_attn = {
     .name         = "host",
     .check_kernel = host_check_kernel,
@@ -77,6 +96,8 @@ static const nsp_attn_mem_t host_attn = {
     .buffer       = host_buffer,
     .release      = host_release,
     .sync         = host_sync,
+    .copy         = host_copy,
+    .zero         = host_zero,
 };
 
 /* ---- device operations: none on host memory ------------------------------- */

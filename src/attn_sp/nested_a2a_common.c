@@ -10,6 +10,7 @@
 #include "attn_sp/nested_a2a_common.h"
 
 #include "attn_sp/pack.h"
+#include "attn_sp/replica_sum.h"
 #include "common/log.h"
 #include "transport/request.h"
 
@@ -99,6 +100,25 @@ nsp_status_t nsp_a2a_compare_hashes(const uint64_t *hashes, int nranks, const ch
 
 /* ---- the checks and defaults of a post, the agreement ----------------------- */
 
+
+/* A replica mode nspcomm.h knows, and a summing one on elements of its
+ * type's size (SUM_F32: 4 bytes, SUM_BF16 and SUM_FP16: 2). */
+static nsp_status_t check_replicas(nsp_a2a_replicas_t mode, size_t es, const char *what)
+{
+    static const char *const names[] = {"REPLICAS_FIRST", "REPLICAS_SUM_F32",
+                                        "REPLICAS_SUM_BF16", "REPLICAS_SUM_FP16"};
+    size_t need = nsp_rs_elem_bytes((int32_t)mode);
+
+    if ((unsigned)mode >= sizeof(names) / sizeof(names[0])) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: replicas %d is not an nsp_a2a_replicas_t",
+                         what, (int)mode);
+    }
+    if (need != 0 && es != need) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: %s sums %zu-byte elements, elem_size is %zu",
+                         what, names[mode], need, es);
+    }
+    return NSP_OK;
+}
 static nsp_status_t check_params(const nsp_a2a_params_t *p, const nsp_layout_info_t *info,
                                  int64_t head_rows, const char *what)
 {
@@ -113,10 +133,8 @@ static nsp_status_t check_params(const nsp_a2a_params_t *p, const nsp_layout_inf
         return nsp_error(NSP_ERR_INVALID_ARG, "%s: heads %d, head_dim %d or direction %d "
                          "invalid", what, p->heads, p->head_dim, (int)p->direction);
     }
-    if ((p->field_mask & NSP_A2A_FIELD_REPLICAS) && p->replicas == NSP_A2A_REPLICAS_SUM_F32 &&
-        es != 4) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "%s: REPLICAS_SUM_F32 needs float32 elements, "
-                         "elem_size is %zu", what, es);
+    if (p->field_mask & NSP_A2A_FIELD_REPLICAS) {
+        NSP_CHECK(check_replicas(p->replicas, es, what));
     }
     return NSP_OK;
 }

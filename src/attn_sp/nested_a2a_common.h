@@ -140,7 +140,7 @@ nsp_status_t nsp_a2a_stats(const nsp_a2a_t *a2a, nsp_a2a_stats_t *stats);
 /**
  * The start of a post on any engine: NULL arguments, the layout's info,
  * the parameter checks every engine makes (elem_size, heads, head_dim,
- * direction, REPLICAS_SUM_F32 on float32; nsp_a2a_check_bufs checks src and
+ * direction, a summing replica mode on elements of its size; nsp_a2a_check_bufs checks src and
  * dst), the world of `tree` (the layout must be for this rank of this
  * world) and the optional fields with their defaults. Local: no traffic.
  */

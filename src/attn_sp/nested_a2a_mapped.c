@@ -8,6 +8,7 @@
 #include "attn_sp/nested_a2a_mapped.h"
 
 #include "attn_sp/pack.h"
+#include "attn_sp/replica_sum.h"
 #include "common/log.h"
 #include "transport/request.h"
 
@@ -27,7 +28,7 @@ nsp_status_t nsp_a2a_mapped_setup(const nsp_a2a_level_t *L, nsp_a2a_mapped_t **o
 
     *out = NULL;
     if (d < 2 || !op->prep.mapped ||
-        (op->dir == NSP_A2A_HEAD_TO_SEQ && op->replicas == NSP_A2A_REPLICAS_SUM_F32)) {
+        (op->dir == NSP_A2A_HEAD_TO_SEQ && nsp_rs_sums((int32_t)op->replicas))) {
         return NSP_OK;
     }
     NSP_CHECK(w->ops->mem_group_mapped(w, NSP_TP_REGION_ANY, L->lv.rank0, d, &yes));

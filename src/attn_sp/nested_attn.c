@@ -74,8 +74,10 @@ struct nsp_nested_attn {
     size_t                   es;        /* bytes per element of q, k, v, ... */
     int                      serial, check, max_slices;
     int                      kv_replicated; /* some level of this rank replicates KV heads */
-    int                      dkv_f32;   /* dtype is not FP32 and some rank replicates KV
-                                           heads: dK/dV go back in float32, summed */
+    int                      want_dkv_f32; /* params.dkv_f32: sum dK/dV in float32 */
+    int                      dkv_f32;   /* want_dkv_f32, dtype is not FP32 and some rank
+                                           replicates KV heads: dK/dV go back in float32,
+                                           summed (else in dtype: SUM_BF16/SUM_FP16) */
     uint64_t                 hash;      /* of the round and the static parameters */
     int64_t                  rows_q, rows_kv;  /* head-sharded rows for n_q and n_kv heads */
     nattn_level_t           *levels;    /* [info.nlevels] */
@@ -169,6 +171,7 @@ static nsp_status_t read_params(nsp_nested_attn_t *a, const nsp_nested_attn_para
         return nsp_error(NSP_ERR_INVALID_ARG, "nested attention: params.max_slices is %d; "
                          "use 1 or more", a->max_slices);
     }
+    a->want_dkv_f32 = (m & NSP_NESTED_ATTN_FIELD_DKV_F32) ? p->dkv_f32 != 0 : 0;
     return NSP_OK;
 }
 
@@ -259,7 +262,7 @@ static nsp_status_t level_setup(nsp_nested_attn_t *a, int l)
     NSP_CHECK(level_setup_bytes(a, l, L));
     if (L->lv.ring > 1) {
         NSP_CHECK(nsp_ring_level_create(a->tree, &L->lv, L->hkv.nheads, a->attn.head_dim,
-                                        &L->ring));
+                                        a->mem, a->reduce, &L->ring));
     }
     NSP_INFO("nested attention: level %d degree %d (ring %d x Ulysses %d, group %d..%d), %d "
              "seqs, %lld tokens, heads q %d..%d kv %d..%d%s, %d kernel slices", l,
@@ -316,8 +319,8 @@ out_free:
 
 static uint64_t static_hash(const nsp_nested_attn_t *a)
 {
-    int64_t v[6] = {a->attn.q_heads, a->attn.kv_heads, a->attn.head_dim, a->attn.causal,
-                    (int64_t)a->dtype, 0};
+    int64_t v[7] = {a->attn.q_heads, a->attn.kv_heads, a->attn.head_dim, a->attn.causal,
+                    (int64_t)a->dtype, 0, a->want_dkv_f32};
     float   scale = a->attn.scale;
 
     memcpy(&v[5], &scale, sizeof(scale));
@@ -404,12 +407,16 @@ static xfer_shape_t xfer_shape(const nsp_nested_attn_t *a, int x)
     if ((x == X_DK_BACK || x == X_DV_BACK) && (a->dtype == NSP_ATTN_FP32 || a->dkv_f32)) {
         sh.es       = 4; /* float32 (dkv_f32: copies of the wire dtype's gradients) */
         sh.replicas = NSP_A2A_REPLICAS_SUM_F32;
+    } else if (x == X_DK_BACK || x == X_DV_BACK) { /* summed on the wire in dtype */
+        sh.replicas = a->dtype == NSP_ATTN_BF16 ? NSP_A2A_REPLICAS_SUM_BF16
+                                                : NSP_A2A_REPLICAS_SUM_FP16;
     }
     return sh;
 }
 
 /* dkv_f32: does any rank of the world replicate KV heads (a dtype other
- * than FP32 only)? Every rank must build the same dK/dV exchanges. */
+ * than FP32, float32 sums asked for)? Every rank must build the same dK/dV
+ * exchanges. */
 static nsp_status_t agree_dkv_f32(nsp_nested_attn_t *a)
 {
     int64_t      mine = a->kv_replicated, *all;
@@ -417,8 +424,8 @@ static nsp_status_t agree_dkv_f32(nsp_nested_attn_t *a)
     nsp_status_t status = NSP_OK;
 
     a->dkv_f32 = 0;
-    if (a->dtype == NSP_ATTN_FP32) {
-        return NSP_OK;
+    if (a->dtype == NSP_ATTN_FP32 || !a->want_dkv_f32) {
+        return NSP_OK; /* every rank agreed on want_dkv_f32 (static_hash) */
     }
     NSP_CHECK(nsp_comm_size(a->world, &size));
     all = malloc(sizeof(int64_t) * (size_t)size);

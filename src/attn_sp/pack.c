@@ -5,6 +5,7 @@
  * level's sequences; the plain ones are the subset "all".
  */
 #include "attn_sp/pack.h"
+#include "attn_sp/replica_sum.h"
 #include "common/log.h"
 
 #include <stdint.h>
@@ -31,10 +32,11 @@ static int64_t level_chunk_tokens(const nsp_level_view_t *v, const unsigned char
 }
 
 /* Does index p send its heads back in h2s? Only the first replica does with
- * REPLICAS_FIRST; every index does with SUM_F32 or without replication. */
+ * REPLICAS_FIRST; every index does with a summing mode or without
+ * replication. */
 static int h2s_sends(int p, int replicas, nsp_a2a_replicas_t mode)
 {
-    return mode == NSP_A2A_REPLICAS_SUM_F32 || p % replicas == 0;
+    return nsp_rs_sums((int32_t)mode) || p % replicas == 0;
 }
 
 static void prefix_sums(const size_t *count, size_t *displ, int n)
@@ -56,10 +58,7 @@ nsp_status_t nsp_pack_counts_sel(const nsp_level_view_t *v, const unsigned char 
     int     me = v->index, first, h_me, r_me;
     int64_t mine = level_chunk_tokens(v, sel, me);
 
-    if (replicas == NSP_A2A_REPLICAS_SUM_F32 && row_bytes % sizeof(float) != 0) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "summing replicated heads needs float32 rows; "
-                         "a row of %zu bytes is not a whole number of floats", row_bytes);
-    }
+    NSP_CHECK(nsp_pack_check_sum_rows(replicas, row_bytes));
     NSP_CHECK(nsp_head_share(heads, v->degree, me, &first, &h_me, &r_me));
     for (int p = 0; p < v->degree; ++p) {
         int     fp, h_p, r_p;
@@ -113,32 +112,30 @@ static void copy_strided(char *dense, char *strided, int64_t tokens, int heads, 
     }
 }
 
-/* dst[k] += src[k] over `bytes` of float32 (regions may be unaligned). */
-static void add_f32(void *dst, const void *src, size_t bytes)
+nsp_status_t nsp_pack_check_sum_rows(nsp_a2a_replicas_t replicas, size_t row_bytes)
 {
-    float a[64], b[64];
+    size_t es = nsp_rs_elem_bytes((int32_t)replicas);
 
-    for (size_t off = 0; off < bytes; off += sizeof(a)) {
-        size_t n = bytes - off < sizeof(a) ? bytes - off : sizeof(a);
-        memcpy(a, (char *)dst + off, n);
-        memcpy(b, (const char *)src + off, n);
-        for (size_t k = 0; k < n / sizeof(float); ++k) {
-            a[k] += b[k];
-        }
-        memcpy((char *)dst + off, a, n);
+    if (es != 0 && row_bytes % es != 0) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "summing replicated heads needs rows of whole "
+                         "%zu-byte elements; a row of %zu bytes is not", es, row_bytes);
     }
+    return NSP_OK;
 }
 
-/* Add `tokens` dense rows of h heads into a [.., H, D] float32 buffer. */
-static void add_strided(const char *dense, char *strided, int64_t tokens, int heads,
-                        int first, int h, size_t row_bytes)
+/* Add `tokens` dense rows of h heads into a [.., H, D] buffer of the
+ * summing mode's element type. */
+static void add_strided(nsp_a2a_replicas_t replicas, const char *dense, char *strided,
+                        int64_t tokens, int heads, int first, int h, size_t row_bytes)
 {
-    size_t dense_stride   = (size_t)h * row_bytes;
-    size_t strided_stride = (size_t)heads * row_bytes;
-    char  *s              = strided + (size_t)first * row_bytes;
+    size_t  dense_stride   = (size_t)h * row_bytes;
+    size_t  strided_stride = (size_t)heads * row_bytes;
+    char   *s              = strided + (size_t)first * row_bytes;
+    int32_t dtype          = nsp_rs_dtype((int32_t)replicas);
 
     for (int64_t t = 0; t < tokens; ++t) {
-        add_f32(s + (size_t)t * strided_stride, dense + (size_t)t * dense_stride, dense_stride);
+        nsp_rs_add_bytes(dtype, s + (size_t)t * strided_stride, dense + (size_t)t * dense_stride,
+                         dense_stride);
     }
 }
 
@@ -178,7 +175,8 @@ static nsp_status_t share_table(const nsp_level_view_t *v, int heads, int **firs
  * [H, D] per token; on the wire, per selected token, peer p's head slice
  * [count[p], D]. Token by token, peers in ascending index: each chunk row
  * is visited once, and when unpacking the first replica of a head comes
- * before the others, so with SUM_F32 it copies and the later ones add. */
+ * before the others, so with a summing mode it copies and the later ones
+ * add. */
 static nsp_status_t copy_chunk_rows(const nsp_level_view_t *v, const unsigned char *sel,
                                     int heads, size_t row_bytes, int to_wire,
                                     nsp_a2a_replicas_t replicas, char *chunks, char *wire,
@@ -206,8 +204,8 @@ static nsp_status_t copy_chunk_rows(const nsp_level_view_t *v, const unsigned ch
                 on_wire = wire + wire_displs[p] + (size_t)w * seg;
                 if (to_wire) {
                     memcpy(on_wire, slice, seg);
-                } else if (replicas == NSP_A2A_REPLICAS_SUM_F32 && p % rep[p] != 0) {
-                    add_f32(slice, on_wire, seg);
+                } else if (nsp_rs_sums((int32_t)replicas) && p % rep[p] != 0) {
+                    nsp_rs_add_bytes(nsp_rs_dtype((int32_t)replicas), slice, on_wire, seg);
                 } else {
                     memcpy(slice, on_wire, seg);
                 }
@@ -345,7 +343,7 @@ nsp_status_t nsp_pack_copy_self(const nsp_level_view_t *v, nsp_a2a_dir_t dir, in
 
     NSP_CHECK(nsp_head_share(heads, v->degree, me, &first, &h_me, &r_me));
     if (dir == NSP_A2A_HEAD_TO_SEQ && me % r_me != 0) {
-        if (replicas != NSP_A2A_REPLICAS_SUM_F32) {
+        if (!nsp_rs_sums((int32_t)replicas)) {
             return NSP_OK; /* the first replica's copy wins */
         }
         add = 1;
@@ -362,7 +360,7 @@ nsp_status_t nsp_pack_copy_self(const nsp_level_view_t *v, nsp_a2a_dir_t dir, in
         if (dir == NSP_A2A_SEQ_TO_HEAD) {
             copy_strided(block_rows, chunk_rows, len, heads, first, h_me, row_bytes, 1);
         } else if (add) {
-            add_strided(block_rows, chunk_rows, len, heads, first, h_me, row_bytes);
+            add_strided(replicas, block_rows, chunk_rows, len, heads, first, h_me, row_bytes);
         } else {
             copy_strided(block_rows, chunk_rows, len, heads, first, h_me, row_bytes, 0);
         }

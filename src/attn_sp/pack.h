@@ -37,12 +37,18 @@ typedef enum nsp_pack_self {
  * [0, d) (caller-owned arrays of d entries). With NSP_A2A_REPLICAS_FIRST in
  * head-to-sequence, only the first replica of a head sends it (the others'
  * counts are 0). Pure. Errors: NSP_ERR_INVALID_ARG (heads and degree do
- * not divide one another; SUM_F32 with row_bytes not a multiple of 4).
+ * not divide one another; a summing mode with row_bytes not a whole number
+ * of its elements: nsp_pack_check_sum_rows()).
  */
 nsp_status_t nsp_pack_counts(const nsp_level_view_t *view, nsp_a2a_dir_t dir, int heads,
                              size_t row_bytes, nsp_a2a_replicas_t replicas,
                              nsp_pack_self_t self, size_t *send_bytes, size_t *send_displs,
                              size_t *recv_bytes, size_t *recv_displs);
+
+/** NSP_OK when rows of `row_bytes` are whole elements of the replica
+ *  mode's sum (SUM_F32: 4 bytes, SUM_BF16/SUM_FP16: 2; REPLICAS_FIRST: any).
+ *  Pure. Errors: NSP_ERR_INVALID_ARG (with the sizes). */
+nsp_status_t nsp_pack_check_sum_rows(nsp_a2a_replicas_t replicas, size_t row_bytes);
 
 /** Sequence-to-head: pack `chunks` [L, H, D] into the send buffer (blocks of
  *  peers with a non-zero count). */
@@ -61,7 +67,8 @@ nsp_status_t nsp_pack_h2s(const nsp_level_view_t *view, int heads, size_t row_by
                           const size_t *send_displs);
 
 /** Head-to-sequence: unpack the received blocks into `chunks` [L, H, D]
- *  (SUM_F32: the first replica's block is copied, the others added). */
+ *  (a summing mode: the first replica's block is copied, the others added
+ *  in ascending index, replica_sum.h). */
 nsp_status_t nsp_unpack_h2s(const nsp_level_view_t *view, int heads, size_t row_bytes,
                             nsp_a2a_replicas_t replicas, const void *recv,
                             const size_t *recv_bytes, const size_t *recv_displs,
@@ -72,7 +79,7 @@ nsp_status_t nsp_unpack_h2s(const nsp_level_view_t *view, int heads, size_t row_
  * s2h copies my heads of my chunks from `src` = chunks into `dst` = block;
  * h2s the inverse, from `src` = block into `dst` = chunks. For h2s of a
  * replicated head: with REPLICAS_FIRST only the first replica copies (the
- * others do nothing); with SUM_F32 the first replica copies and the others
+ * others do nothing); with a summing mode the first replica copies and the others
  * add, so call it before nsp_unpack_h2s() on the first replica and after it
  * on the others (nsp_pack_self_is_first()).
  */

@@ -9,6 +9,7 @@
 #include "attn_sp/pack_cuda_kernels.h"
 #include "attn_sp/pack_map.h"
 #include "attn_sp/pack_ops.h"
+#include "attn_sp/replica_sum.h"
 #include "common/log.h"
 #include "streams/cuda_util.h"
 
@@ -181,7 +182,8 @@ static int pk_all_zero(const size_t *counts, int n)
 
 /* Check, build the arguments of `op` and enqueue its kernel. counts and
  * displs (host, [d]) are NULL for the self ops. */
-static nsp_status_t pk_run(nsp_cuda_level_t *L, nsp_pk_op_t op, int heads, size_t row_bytes,
+static nsp_status_t pk_run(nsp_cuda_level_t *L, nsp_pk_op_t op, nsp_a2a_replicas_t replicas,
+                           int heads, size_t row_bytes,
                            const size_t *counts, const size_t *displs, const void *src,
                            void *dst, void *stream)
 {
@@ -198,7 +200,8 @@ static nsp_status_t pk_run(nsp_cuda_level_t *L, nsp_pk_op_t op, int heads, size_
     if (counts != NULL && pk_all_zero(counts, d)) {
         return NSP_OK; /* nothing to move (e.g. a replica that sends nothing) */
     }
-    NSP_CHECK(nsp_pk_args_make(&L->tables, &L->tables.lv, op, heads, row_bytes, NULL, NULL, src,
+    NSP_CHECK(nsp_pk_args_make(&L->tables, &L->tables.lv, op, replicas, heads, row_bytes, NULL,
+                               NULL, src,
                                dst, &a));
     if (a.units == 0 || a.unit_bytes == 0) {
         return NSP_OK;
@@ -212,13 +215,16 @@ static nsp_status_t pk_run(nsp_cuda_level_t *L, nsp_pk_op_t op, int heads, size_
     if (counts != NULL) {
         NSP_CHECK(pk_pattern(L, counts, displs, &dc, &dd));
     }
-    NSP_CHECK(nsp_pk_args_make(&L->tables, &L->dev_lv, op, heads, row_bytes, dc, dd, src, dst,
+    NSP_CHECK(nsp_pk_args_make(&L->tables, &L->dev_lv, op, replicas, heads, row_bytes, dc, dd,
+                               src, dst,
                                &a));
     vb = nsp_pk_vector_bytes(&a, (const uint64_t *)displs, displs != NULL ? d : 0);
-    if ((op == NSP_PK_H2S_UNPACK_SUM || op == NSP_PK_H2S_SELF_ADD) && vb < sizeof(float)) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "cuda %s: float32 buffers must be 4-byte aligned "
-                                              "(src %p, dst %p)",
-                         nsp_pk_op_name(op), src, dst);
+    if ((op == NSP_PK_H2S_UNPACK_SUM || op == NSP_PK_H2S_SELF_ADD) &&
+        vb < nsp_rs_elem_bytes((int32_t)replicas)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "cuda %s: buffers of %zu-byte sums must be "
+                                              "%zu-byte aligned (src %p, dst %p)",
+                         nsp_pk_op_name(op), nsp_rs_elem_bytes((int32_t)replicas),
+                         nsp_rs_elem_bytes((int32_t)replicas), src, dst);
     }
     NSP_CUDA_CHECK(nsp_pk_launch(&a, (unsigned)vb, (cudaStream_t)stream), nsp_pk_op_name(op));
     return NSP_OK;
@@ -231,8 +237,8 @@ nsp_status_t nsp_cuda_pack_s2h(nsp_cuda_level_t *L, int heads, size_t row_bytes,
     if (send_bytes == NULL || send_displs == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_cuda_pack_s2h: NULL counts");
     }
-    return pk_run(L, NSP_PK_S2H_PACK, heads, row_bytes, send_bytes, send_displs, chunks, send,
-                  stream);
+    return pk_run(L, NSP_PK_S2H_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                  send_bytes, send_displs, chunks, send, stream);
 }
 
 nsp_status_t nsp_cuda_unpack_s2h(nsp_cuda_level_t *L, int heads, size_t row_bytes,
@@ -242,8 +248,8 @@ nsp_status_t nsp_cuda_unpack_s2h(nsp_cuda_level_t *L, int heads, size_t row_byte
     if (recv_bytes == NULL || recv_displs == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_cuda_unpack_s2h: NULL counts");
     }
-    return pk_run(L, NSP_PK_S2H_UNPACK, heads, row_bytes, recv_bytes, recv_displs, recv, block,
-                  stream);
+    return pk_run(L, NSP_PK_S2H_UNPACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                  recv_bytes, recv_displs, recv, block, stream);
 }
 
 nsp_status_t nsp_cuda_pack_h2s(nsp_cuda_level_t *L, int heads, size_t row_bytes,
@@ -253,8 +259,8 @@ nsp_status_t nsp_cuda_pack_h2s(nsp_cuda_level_t *L, int heads, size_t row_bytes,
     if (send_bytes == NULL || send_displs == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_cuda_pack_h2s: NULL counts");
     }
-    return pk_run(L, NSP_PK_H2S_PACK, heads, row_bytes, send_bytes, send_displs, block, send,
-                  stream);
+    return pk_run(L, NSP_PK_H2S_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                  send_bytes, send_displs, block, send, stream);
 }
 
 nsp_status_t nsp_cuda_unpack_h2s(nsp_cuda_level_t *L, int heads, size_t row_bytes,
@@ -268,7 +274,7 @@ nsp_status_t nsp_cuda_unpack_h2s(nsp_cuda_level_t *L, int heads, size_t row_byte
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_cuda_unpack_h2s: NULL level or counts");
     }
     NSP_CHECK(nsp_pk_op_unpack_h2s(&L->tables, heads, replicas, &op));
-    return pk_run(L, op, heads, row_bytes, recv_bytes, recv_displs, recv, chunks, stream);
+    return pk_run(L, op, replicas, heads, row_bytes, recv_bytes, recv_displs, recv, chunks, stream);
 }
 
 nsp_status_t nsp_cuda_pack_copy_self(nsp_cuda_level_t *L, nsp_a2a_dir_t dir, int heads,
@@ -284,7 +290,7 @@ nsp_status_t nsp_cuda_pack_copy_self(nsp_cuda_level_t *L, nsp_a2a_dir_t dir, int
     if (op == NSP_PK_NOPS) {
         return NSP_OK; /* another replica's copy wins */
     }
-    return pk_run(L, op, heads, row_bytes, NULL, NULL, src, dst, stream);
+    return pk_run(L, op, replicas, heads, row_bytes, NULL, NULL, src, dst, stream);
 }
 
 /* ---- the pack ops of the CUDA memory type (pack_ops.h) ------------------- */

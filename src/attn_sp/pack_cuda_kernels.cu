@@ -5,6 +5,7 @@
  * pack.c. Launch arguments travel by value as a __grid_constant__ struct.
  */
 #include "attn_sp/pack_cuda_kernels.h"
+#include "attn_sp/replica_sum.h"
 
 #include <stdint.h>
 
@@ -42,7 +43,7 @@ __device__ __forceinline__ float4 vadd(float4 x, float4 y)
     return make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
 }
 
-/* float32 replica sums, in the host's order: the first replica's row (or
+/* float32 replica sums (a.sum_dtype FP32), in the host's order: the first replica's row (or
  * the chunk's own value when it sent none), then the others ascending. */
 template <typename V>
 __global__ void __launch_bounds__(kThreads) pk_sum(const __grid_constant__ nsp_pk_args_t a,
@@ -83,6 +84,57 @@ __global__ void __launch_bounds__(kThreads) pk_sum(const __grid_constant__ nsp_p
     }
 }
 
+/* 16-bit replica sums (bfloat16 or binary16, a.sum_dtype), one element per
+ * thread and step, in the host's order and with its rounding: every
+ * addition in float32, rounded to the 16-bit type (replica_sum.h). */
+__device__ __forceinline__ uint16_t h16_add(int32_t dt, uint16_t x, uint16_t y)
+{
+    float s = nsp_rs_add1(dt, nsp_rd_load(dt, &x, 0), nsp_rd_load(dt, &y, 0));
+    uint16_t out;
+
+    nsp_rd_store(dt, &out, 0, s);
+    return out;
+}
+
+__global__ void __launch_bounds__(kThreads) pk_sum16(const __grid_constant__ nsp_pk_args_t a,
+                                                     uint64_t epu)
+{
+    const uint64_t total = a.units * epu;
+    const uint64_t step  = (uint64_t)gridDim.x * blockDim.x;
+    const int32_t  dt    = a.sum_dtype;
+
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        uint64_t u = i / epu, k = i - u * epu, so = 0, dof = 0;
+        if (a.op == NSP_PK_H2S_SELF_ADD) {
+            if (nsp_pk_unit(&a, u, &so, &dof)) {
+                uint16_t *d = reinterpret_cast<uint16_t *>(a.dst + dof) + k;
+                *d = h16_add(dt, *d, reinterpret_cast<const uint16_t *>(a.src + so)[k]);
+            }
+            continue;
+        }
+        uint16_t v    = 0;
+        bool     have = false;
+        for (uint32_t r = 0; r < (uint32_t)a.replicas; ++r) {
+            if (!nsp_pk_sum_row(&a, u, r, &so, &dof)) {
+                continue;
+            }
+            uint16_t x = reinterpret_cast<const uint16_t *>(a.src + so)[k];
+            if (r == 0) {
+                v = x;
+            } else {
+                if (!have) {
+                    v = reinterpret_cast<const uint16_t *>(a.dst + dof)[k];
+                }
+                v = h16_add(dt, v, x);
+            }
+            have = true;
+        }
+        if (have) {
+            reinterpret_cast<uint16_t *>(a.dst + dof)[k] = v;
+        }
+    }
+}
+
 template <typename V, bool Sum>
 cudaError_t pk_launch_as(const nsp_pk_args_t *a, uint64_t vpu, cudaStream_t stream)
 {
@@ -115,6 +167,16 @@ extern "C" cudaError_t nsp_pk_launch(const nsp_pk_args_t *a, unsigned vector_byt
         return cudaErrorInvalidValue;
     }
     vpu = a->unit_bytes / vector_bytes;
+    if (sums && a->sum_dtype != NSP_RD_FP32) {
+        uint64_t epu = a->unit_bytes / 2, blocks;
+        if (vector_bytes % 2 != 0) {
+            return cudaErrorInvalidValue;
+        }
+        blocks = (a->units * epu + kThreads - 1) / kThreads;
+        pk_sum16<<<(unsigned)(blocks > kMaxBlocks ? kMaxBlocks : blocks), kThreads, 0, stream>>>(
+            *a, epu);
+        return cudaGetLastError();
+    }
     if (sums) {
         switch (vector_bytes) {
         case 16: return pk_launch_as<float4, true>(a, vpu, stream);

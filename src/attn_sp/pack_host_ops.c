@@ -51,7 +51,8 @@ static int all_zero(const size_t *counts, int n)
 
 /* Check and run `op` over its units (counts and displs [d], NULL for the
  * self ops), as pk_run() launches it. */
-static nsp_status_t host_run(const nsp_pk_tables_t *t, nsp_pk_op_t op, int heads,
+static nsp_status_t host_run(const nsp_pk_tables_t *t, nsp_pk_op_t op,
+                             nsp_a2a_replicas_t replicas, int heads,
                              size_t row_bytes, const size_t *counts, const size_t *displs,
                              const void *src, void *dst)
 {
@@ -60,7 +61,8 @@ static nsp_status_t host_run(const nsp_pk_tables_t *t, nsp_pk_op_t op, int heads
     if (counts != NULL && all_zero(counts, t->lv.degree)) {
         return NSP_OK; /* nothing to move (e.g. a replica that sends nothing) */
     }
-    NSP_CHECK(nsp_pk_args_make(t, &t->lv, op, heads, row_bytes, (const uint64_t *)counts,
+    NSP_CHECK(nsp_pk_args_make(t, &t->lv, op, replicas, heads, row_bytes,
+                               (const uint64_t *)counts,
                                (const uint64_t *)displs, src, dst, &a));
     if (a.units == 0 || a.unit_bytes == 0) {
         return NSP_OK;
@@ -79,8 +81,8 @@ static nsp_status_t host_pack_s2h(void *tables, int heads, size_t row_bytes, con
                                   const size_t *send_displs, void *stream)
 {
     (void)stream;
-    return host_run(tables, NSP_PK_S2H_PACK, heads, row_bytes, send_bytes, send_displs, chunks,
-                    send);
+    return host_run(tables, NSP_PK_S2H_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                    send_bytes, send_displs, chunks, send);
 }
 
 static nsp_status_t host_unpack_s2h(void *tables, int heads, size_t row_bytes, const void *recv,
@@ -88,8 +90,8 @@ static nsp_status_t host_unpack_s2h(void *tables, int heads, size_t row_bytes, c
                                     void *block, void *stream)
 {
     (void)stream;
-    return host_run(tables, NSP_PK_S2H_UNPACK, heads, row_bytes, recv_bytes, recv_displs, recv,
-                    block);
+    return host_run(tables, NSP_PK_S2H_UNPACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                    recv_bytes, recv_displs, recv, block);
 }
 
 static nsp_status_t host_pack_h2s(void *tables, int heads, size_t row_bytes, const void *block,
@@ -97,8 +99,8 @@ static nsp_status_t host_pack_h2s(void *tables, int heads, size_t row_bytes, con
                                   const size_t *send_displs, void *stream)
 {
     (void)stream;
-    return host_run(tables, NSP_PK_H2S_PACK, heads, row_bytes, send_bytes, send_displs, block,
-                    send);
+    return host_run(tables, NSP_PK_H2S_PACK, NSP_A2A_REPLICAS_FIRST, heads, row_bytes,
+                    send_bytes, send_displs, block, send);
 }
 
 static nsp_status_t host_unpack_h2s(void *tables, int heads, size_t row_bytes,
@@ -110,7 +112,7 @@ static nsp_status_t host_unpack_h2s(void *tables, int heads, size_t row_bytes,
 
     (void)stream;
     NSP_CHECK(nsp_pk_op_unpack_h2s(tables, heads, replicas, &op));
-    return host_run(tables, op, heads, row_bytes, recv_bytes, recv_displs, recv, chunks);
+    return host_run(tables, op, replicas, heads, row_bytes, recv_bytes, recv_displs, recv, chunks);
 }
 
 static nsp_status_t host_copy_self(void *tables, nsp_a2a_dir_t dir, int heads,
@@ -124,7 +126,7 @@ static nsp_status_t host_copy_self(void *tables, nsp_a2a_dir_t dir, int heads,
     if (op == NSP_PK_NOPS) {
         return NSP_OK; /* another replica's copy wins */
     }
-    return host_run(tables, op, heads, row_bytes, NULL, NULL, src, dst);
+    return host_run(tables, op, replicas, heads, row_bytes, NULL, NULL, src, dst);
 }
 
 const nsp_pack_ops_t nsp_pack_ops_host = {

@@ -4,6 +4,7 @@
  * the kernels that the tests compare with pack.c. Pure C: no CUDA needed.
  */
 #include "attn_sp/pack_map.h"
+#include "attn_sp/replica_sum.h"
 
 #include "common/log.h"
 
@@ -88,9 +89,9 @@ static int pk_op_sums(nsp_pk_op_t op)
 }
 
 nsp_status_t nsp_pk_args_make(const nsp_pk_tables_t *t, const nsp_pk_level_t *lv,
-                              nsp_pk_op_t op, int heads, size_t row_bytes,
-                              const uint64_t *counts, const uint64_t *displs, const void *src,
-                              void *dst, nsp_pk_args_t *a)
+                              nsp_pk_op_t op, nsp_a2a_replicas_t mode, int heads,
+                              size_t row_bytes, const uint64_t *counts, const uint64_t *displs,
+                              const void *src, void *dst, nsp_pk_args_t *a)
 {
     int first, share, replicas;
 
@@ -99,10 +100,12 @@ nsp_status_t nsp_pk_args_make(const nsp_pk_tables_t *t, const nsp_pk_level_t *lv
                          (int)op, row_bytes);
     }
     NSP_CHECK(nsp_head_share(heads, t->lv.degree, t->lv.index, &first, &share, &replicas));
-    if (pk_op_sums(op) && row_bytes % sizeof(float) != 0) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "%s: summing replicated heads needs float32 rows; "
-                         "a row of %zu bytes is not a whole number of floats",
-                         nsp_pk_op_name(op), row_bytes);
+    if (pk_op_sums(op)) {
+        if (!nsp_rs_sums((int32_t)mode)) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "%s: replica mode %d does not sum",
+                             nsp_pk_op_name(op), (int)mode);
+        }
+        NSP_CHECK(nsp_pack_check_sum_rows(mode, row_bytes));
     }
     memset(a, 0, sizeof(*a));
     a->lv        = *lv;
@@ -115,6 +118,7 @@ nsp_status_t nsp_pk_args_make(const nsp_pk_tables_t *t, const nsp_pk_level_t *lv
     a->displs    = displs;
     a->src       = src;
     a->dst       = dst;
+    a->sum_dtype = nsp_rs_dtype((int32_t)mode);
     switch (op) {
     case NSP_PK_S2H_PACK:
     case NSP_PK_H2S_UNPACK:
@@ -152,22 +156,9 @@ size_t nsp_pk_vector_bytes(const nsp_pk_args_t *a, const uint64_t *host_displs, 
     return w;
 }
 
-/* dst[k] += src[k] over `bytes` of float32 at any alignment (as pack.c). */
-static void pk_add_f32(char *dst, const char *src, size_t bytes)
-{
-    for (size_t off = 0; off < bytes; off += sizeof(float)) {
-        float x, y;
-        memcpy(&x, dst + off, sizeof(x));
-        memcpy(&y, src + off, sizeof(y));
-        x += y;
-        memcpy(dst + off, &x, sizeof(x));
-    }
-}
-
 /* One row of H2S_UNPACK_SUM, as the kernel computes it: the first replica
- * copied, the others added in ascending order, each sum rounded to float32
- * as the kernel's float32 accumulator does (summed in place in dst, which
- * never overlaps src). */
+ * copied, the others added in ascending order, each sum rounded to the sum
+ * type (replica_sum.h; summed in place in dst, which never overlaps src). */
 static void pk_emulate_sum_unit(const nsp_pk_args_t *a, uint64_t u)
 {
     uint64_t so, dof = 0;
@@ -179,7 +170,7 @@ static void pk_emulate_sum_unit(const nsp_pk_args_t *a, uint64_t u)
         if (k == 0) {
             memcpy(a->dst + dof, a->src + so, a->row_bytes);
         } else {
-            pk_add_f32(a->dst + dof, a->src + so, a->row_bytes);
+            nsp_rs_add_bytes(a->sum_dtype, a->dst + dof, a->src + so, a->row_bytes);
         }
     }
 }
@@ -192,7 +183,7 @@ void nsp_pk_emulate(const nsp_pk_args_t *a)
             pk_emulate_sum_unit(a, u);
         } else if (nsp_pk_unit(a, u, &so, &dof)) {
             if (a->op == NSP_PK_H2S_SELF_ADD) {
-                pk_add_f32(a->dst + dof, a->src + so, a->unit_bytes);
+                nsp_rs_add_bytes(a->sum_dtype, a->dst + dof, a->src + so, a->unit_bytes);
             } else {
                 memcpy(a->dst + dof, a->src + so, a->unit_bytes);
             }
@@ -209,8 +200,7 @@ nsp_status_t nsp_pk_op_unpack_h2s(const nsp_pk_tables_t *t, int heads,
     if (r == 1) {
         *op = NSP_PK_H2S_UNPACK;
     } else {
-        *op = replicas == NSP_A2A_REPLICAS_SUM_F32 ? NSP_PK_H2S_UNPACK_SUM
-                                                   : NSP_PK_H2S_UNPACK_REPL;
+        *op = nsp_rs_sums((int32_t)replicas) ? NSP_PK_H2S_UNPACK_SUM : NSP_PK_H2S_UNPACK_REPL;
     }
     return NSP_OK;
 }
@@ -226,7 +216,7 @@ nsp_status_t nsp_pk_op_copy_self(const nsp_pk_tables_t *t, nsp_a2a_dir_t dir, in
     } else if (t->lv.index % r == 0) {
         *op = NSP_PK_H2S_SELF;
     } else {
-        *op = replicas == NSP_A2A_REPLICAS_SUM_F32 ? NSP_PK_H2S_SELF_ADD : NSP_PK_NOPS;
+        *op = nsp_rs_sums((int32_t)replicas) ? NSP_PK_H2S_SELF_ADD : NSP_PK_NOPS;
     }
     return NSP_OK;
 }

@@ -4,7 +4,7 @@
  * The CUDA kernels (pack_cuda_kernels.cu) do exactly what the host
  * pack/unpack of pack.h does, for the same counts and displacements from
  * nsp_pack_counts(). Every kernel is "for each unit u: move unit_bytes from
- * src + src_off(u) to dst + dst_off(u)" (or add, for float32 replica sums);
+ * src + src_off(u) to dst + dst_off(u)" (or add, for replica sums);
  * this header holds the unit maps, compiled both for the GPU and for the
  * host, so the maps are tested on a CPU against pack.c (tests/gpu/
  * test_pack_map.c through nsp_pk_emulate()) and the GPU adds only the copy.
@@ -18,7 +18,7 @@
  *  H2S_UNPACK_REPL        (t, h) L*H     1 row        recv[last sending replica of h][t]
  *                                                     -> chunks[t, h]
  *  H2S_UNPACK_SUM         (t, h) L*H     1 row        first replica copied, others added,
- *                                                     in ascending index (float32)
+ *                                                     in ascending index (sum_dtype)
  *  S2H_UNPACK             tau in [0,T)   h_me rows    recv[q][k] -> block[tau]
  *  H2S_PACK               tau in [0,T)   h_me rows    block[tau] -> send[q][k]
  *  S2H_SELF               t in [0,L)     h_me rows    chunks[t, first_me..] -> block[tau(t)]
@@ -86,6 +86,8 @@ typedef struct nsp_pk_args {
     char           *dst;
     uint64_t        units;
     uint64_t        unit_bytes;
+    int32_t         sum_dtype;   /**< NSP_RD_* the sum ops add (replica_sum.h); FP32 else */
+    int32_t         unused_;
 } nsp_pk_args_t;
 
 /* ---- pure maps ----------------------------------------------------------- */
@@ -274,10 +276,13 @@ void         nsp_pk_tables_free(nsp_pk_tables_t *t);
  * (device pointers for a launch, &t->lv for the emulation); counts and
  * displs as they will be seen (device or host). The host pack functions'
  * errors are the same here: NSP_ERR_INVALID_ARG (heads and degree do not
- * divide one another; an op needing float32 rows without them).
+ * divide one another; a sum op whose rows are not whole elements of the
+ * replica mode's sum). `mode` is the exchange's replica mode: a sum op
+ * adds in its element type (sum_dtype), the other ops ignore it.
  */
 nsp_status_t nsp_pk_args_make(const nsp_pk_tables_t *t, const nsp_pk_level_t *lv,
-                              nsp_pk_op_t op, int heads, size_t row_bytes,
+                              nsp_pk_op_t op, nsp_a2a_replicas_t mode, int heads,
+                              size_t row_bytes,
                               const uint64_t *counts, const uint64_t *displs, const void *src,
                               void *dst, nsp_pk_args_t *a);
 
@@ -292,7 +297,7 @@ size_t nsp_pk_vector_bytes(const nsp_pk_args_t *a, const uint64_t *host_displs, 
 /**
  * Which op does what the host nsp_unpack_h2s() does for this level:
  * H2S_UNPACK without replication (the replica mode does not matter then),
- * H2S_UNPACK_REPL (REPLICAS_FIRST) or H2S_UNPACK_SUM (SUM_F32) with it.
+ * H2S_UNPACK_REPL (REPLICAS_FIRST) or H2S_UNPACK_SUM (a summing mode) with it.
  * Errors: as nsp_head_share().
  */
 nsp_status_t nsp_pk_op_unpack_h2s(const nsp_pk_tables_t *t, int heads,
@@ -301,7 +306,7 @@ nsp_status_t nsp_pk_op_unpack_h2s(const nsp_pk_tables_t *t, int heads,
 /**
  * Which op does what nsp_pack_copy_self() does: S2H_SELF; H2S_SELF for the
  * first replica of its heads; for another replica H2S_SELF_ADD with
- * SUM_F32, or nothing (*op = NSP_PK_NOPS) with REPLICAS_FIRST.
+ * a summing mode, or nothing (*op = NSP_PK_NOPS) with REPLICAS_FIRST.
  * Errors: as nsp_head_share().
  */
 nsp_status_t nsp_pk_op_copy_self(const nsp_pk_tables_t *t, nsp_a2a_dir_t dir, int heads,

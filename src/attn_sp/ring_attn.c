@@ -29,9 +29,13 @@ struct nsp_ring_level {
     int64_t       *off;          /* [r][2*nseqs + 1]: span offsets (tokens) in the block of
                                     ring member m, spans in layout order */
     int64_t        max_tokens;   /* largest block of a member */
-    char          *scr;          /* scratch of the calls (KV buffers, partials, float32
-                                    accumulators), kept between them: scr_bytes */
+    void          *scr;          /* scratch of the calls in the ring's memory (KV buffers,
+                                    partials, float32 accumulators), kept between them:
+                                    scr_bytes */
     size_t         scr_bytes;
+    int64_t       *cu;           /* [nseqs + 1] host: the diagonal's kernel offsets */
+    const nsp_attn_mem_t   *mem;    /* the memory's buffers, copies (memtype.h) */
+    const nsp_reduce_ops_t *reduce; /* its merges, accumulations, conversions */
 };
 
 double nsp_thread_cpu_s(void)
@@ -65,13 +69,14 @@ static nsp_status_t ring_group(nsp_tree_t *tree, const nsp_layout_level_t *lv,
 }
 
 nsp_status_t nsp_ring_level_create(nsp_tree_t *tree, const nsp_layout_level_t *lv,
-                                   int kv_heads, int head_dim, nsp_ring_level_t **ring_p)
+                                   int kv_heads, int head_dim, const nsp_attn_mem_t *mem,
+                                   const nsp_reduce_ops_t *reduce, nsp_ring_level_t **ring_p)
 {
     nsp_ring_level_t *ring;
     nsp_status_t      status;
 
-    if (tree == NULL || lv == NULL || ring_p == NULL || lv->ring < 2 || lv->nseqs % 2 != 0 ||
-        kv_heads < 1 || head_dim < 1) {
+    if (tree == NULL || lv == NULL || ring_p == NULL || mem == NULL || reduce == NULL ||
+        lv->ring < 2 || lv->nseqs % 2 != 0 || kv_heads < 1 || head_dim < 1) {
         return nsp_error(NSP_ERR_INVALID_ARG, "ring attention: not a ring level (ring %d, %d "
                          "spans) or bad heads %d / head_dim %d", lv ? lv->ring : 0,
                          lv ? lv->nseqs : 0, kv_heads, head_dim);
@@ -85,8 +90,11 @@ nsp_status_t nsp_ring_level_create(nsp_tree_t *tree, const nsp_layout_level_t *l
     ring->nseqs    = lv->nseqs / 2;
     ring->kv_heads = kv_heads;
     ring->head_dim = head_dim;
+    ring->mem      = mem;
+    ring->reduce   = reduce;
     ring->off      = malloc(sizeof(int64_t) * (size_t)ring->r * (size_t)(lv->nseqs + 1));
-    if (ring->off == NULL) {
+    ring->cu       = malloc(sizeof(int64_t) * ((size_t)ring->nseqs + 1));
+    if (ring->off == NULL || ring->cu == NULL) {
         status = nsp_error(NSP_ERR_NO_MEMORY, "ring attention: cannot allocate the spans of "
                            "%d members", ring->r);
         goto err_free;
@@ -128,7 +136,10 @@ void nsp_ring_level_free(nsp_ring_level_t *ring)
         return;
     }
     free(ring->off);
-    free(ring->scr);
+    free(ring->cu);
+    if (ring->scr != NULL) {
+        ring->mem->release(ring->scr);
+    }
     free(ring);
 }
 
@@ -193,7 +204,7 @@ static nsp_status_t ring_pass(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, i
         .recvbytes = kv_bytes(ring, (m + ring->r - 1) % ring->r, es), .shift = ring->shift,
         .label = (uint32_t)kind | (((uint32_t)step & 0x3u) << 2)};
 
-    NSP_CHECK(nsp_group_ring_post(ring->group, &st, NULL, req));
+    NSP_CHECK(nsp_group_ring_post(ring->group, &st, io->proto.stream, req));
     io->bytes_sent += st.sendbytes;
     return NSP_OK;
 }
@@ -280,19 +291,13 @@ static size_t carve(size_t *off, size_t bytes)
 
 static nsp_status_t ring_reserve(nsp_ring_level_t *ring, size_t bytes)
 {
-    char *p;
+    return ring->mem->buffer(&ring->scr, &ring->scr_bytes, bytes);
+}
 
-    if (bytes <= ring->scr_bytes) {
-        return NSP_OK;
-    }
-    p = realloc(ring->scr, bytes);
-    if (p == NULL) {
-        return nsp_error(NSP_ERR_NO_MEMORY, "ring attention: cannot allocate %zu bytes of "
-                         "KV buffers and partials", bytes);
-    }
-    ring->scr       = p;
-    ring->scr_bytes = bytes;
-    return NSP_OK;
+/* Byte `off` of the scratch. */
+static char *scr_at(const nsp_ring_level_t *ring, size_t off)
+{
+    return (char *)ring->scr + off;
 }
 
 /* What a call reads in the wire dtype: the element type and its size. */
@@ -342,21 +347,20 @@ static nsp_status_t fwd_scratch_alloc(nsp_ring_level_t *ring, int q_heads,
 {
     size_t kvn = 2 * (size_t)ring->max_tokens * (size_t)ring->kv_heads * (size_t)ring->head_dim;
     size_t rows = (size_t)member_tokens(ring, ring->j) * (size_t)q_heads;
-    size_t of = rows * (size_t)ring->head_dim, off = 0, o_kv[2], o_po, o_pl, o_acc, o_cu;
+    size_t of = rows * (size_t)ring->head_dim, off = 0, o_kv[2], o_po, o_pl, o_acc;
 
     o_kv[0] = carve(&off, kvn * d->es);
     o_kv[1] = carve(&off, kvn * d->es);
     o_po    = carve(&off, of * d->es);
     o_pl    = carve(&off, rows * sizeof(float));
     o_acc   = carve(&off, d->f32 ? 0 : of * sizeof(float));
-    o_cu    = carve(&off, sizeof(int64_t) * ((size_t)ring->nseqs + 1));
     NSP_CHECK(ring_reserve(ring, off));
-    s->kv[0]    = ring->scr + o_kv[0];
-    s->kv[1]    = ring->scr + o_kv[1];
-    s->part_o   = ring->scr + o_po;
-    s->part_lse = (float *)(void *)(ring->scr + o_pl);
-    s->acc_o    = d->f32 ? NULL : (float *)(void *)(ring->scr + o_acc);
-    s->cu       = (int64_t *)(void *)(ring->scr + o_cu);
+    s->kv[0]    = scr_at(ring, o_kv[0]);
+    s->kv[1]    = scr_at(ring, o_kv[1]);
+    s->part_o   = scr_at(ring, o_po);
+    s->part_lse = (float *)(void *)scr_at(ring, o_pl);
+    s->acc_o    = d->f32 ? NULL : (float *)(void *)scr_at(ring, o_acc);
+    s->cu       = ring->cu;
     return NSP_OK;
 }
 
@@ -423,8 +427,9 @@ static nsp_status_t fwd_pair(const nsp_ring_level_t *ring, const nsp_ring_level_
                          at_c(a->k, p->k0 * hkv * D, es), at_c(a->v, p->k0 * hkv * D, es),
                          a->s->part_o, a->s->part_lse);
     if (st == NSP_OK) { /* reads the partial in the wire dtype, adds in float32 */
-        st = nsp_reduce_merge(a->d->dt, p->qlen * hq, D, a->o + p->q0 * hq * D,
-                              a->lse + p->q0 * hq, a->s->part_o, a->s->part_lse);
+        st = ring->reduce->merge(a->d->dt, p->qlen * hq, D, a->o + p->q0 * hq * D,
+                                 a->lse + p->q0 * hq, a->s->part_o, a->s->part_lse,
+                                 io->proto.stream);
     }
     return st;
 }
@@ -439,16 +444,14 @@ static nsp_status_t fwd_step(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, in
     return step_pairs(ring, io, src, fwd_pair, &a);
 }
 
-/* Copy a member's K and V blocks into one buffer [k; v]. */
-static void pack_kv(const nsp_ring_level_t *ring, int m, size_t es, const void *k,
-                    const void *v, void *kv)
+/* Copy a member's K and V blocks into one buffer [k; v] (on the stream). */
+static nsp_status_t pack_kv(const nsp_ring_level_t *ring, const nsp_ring_level_io_t *io,
+                            int m, size_t es, const void *k, const void *v, void *kv)
 {
     size_t n = kv_floats(ring, m);
 
-    if (n > 0) {
-        memcpy(kv, k, n * es);
-        memcpy(at_m(kv, (int64_t)n, es), v, n * es);
-    }
+    NSP_CHECK(ring->mem->copy(kv, k, n * es, io->proto.stream));
+    return ring->mem->copy(at_m(kv, (int64_t)n, es), v, n * es, io->proto.stream);
 }
 
 /* The diagonal of the forward into o (wire dtype) and lse, widened into the
@@ -468,7 +471,7 @@ static nsp_status_t fwd_diag(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
         st = io->kernel->fwd(io->kernel->ctx, &diag, q, k, v, o, lse);
     }
     if (st == NSP_OK && !d->f32) {
-        st = nsp_reduce_to_f32(d->dt, n, o, s->acc_o);
+        st = ring->reduce->to_f32(d->dt, n, o, s->acc_o, io->proto.stream);
     }
     io->compute_s += nsp_thread_cpu_s() - c0;
     return st;
@@ -489,7 +492,7 @@ nsp_status_t nsp_ring_level_fwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
     NSP_CHECK(ring_dtype_of(io, &d));
     NSP_CHECK(fwd_scratch_alloc(ring, io->proto.params.q_heads, &d, &s));
     acc = d.f32 ? (float *)o : s.acc_o;
-    pack_kv(ring, j, d.es, k, v, s.kv[cur]);
+    NSP_CHECK(pack_kv(ring, io, j, d.es, k, v, s.kv[cur]));
     /* Step 1's block starts moving before the diagonal is computed. */
     NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_FWD_KV, 1, j, d.es, s.kv[cur], s.kv[1 - cur],
                              &req),
@@ -507,9 +510,10 @@ nsp_status_t nsp_ring_level_fwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
         NSP_CHECK_GOTO(fwd_step(ring, io, src, s.kv[cur], q, acc, lse, &s, &d), status, out);
     }
     /* the one rounding of the merged o (FP32: o is the accumulator) */
-    status = nsp_reduce_from_f32(d.dt, d.f32 ? 0 : (size_t)member_tokens(ring, j) *
-                                     (size_t)io->proto.params.q_heads * (size_t)ring->head_dim,
-                                 acc, o);
+    status = ring->reduce->from_f32(d.dt, d.f32 ? 0 : (size_t)member_tokens(ring, j) *
+                                        (size_t)io->proto.params.q_heads *
+                                        (size_t)ring->head_dim,
+                                    acc, o, io->proto.stream);
 out:
     if (req != NULL) {
         nsp_request_free(req); /* only on error: abandons it */
@@ -533,7 +537,7 @@ static nsp_status_t bwd_scratch_alloc(nsp_ring_level_t *ring, int q_heads,
 {
     size_t kvn = 2 * (size_t)ring->max_tokens * (size_t)ring->kv_heads * (size_t)ring->head_dim;
     size_t qn  = (size_t)member_tokens(ring, ring->j) * (size_t)q_heads * (size_t)ring->head_dim;
-    size_t off = 0, o_kv[2], o_acc[2], o_c, o_pdq, o_adq, o_cu;
+    size_t off = 0, o_kv[2], o_acc[2], o_c, o_pdq, o_adq;
 
     for (int b = 0; b < 2; ++b) {
         o_kv[b]  = carve(&off, kvn * d->es);
@@ -542,16 +546,15 @@ static nsp_status_t bwd_scratch_alloc(nsp_ring_level_t *ring, int q_heads,
     o_c   = carve(&off, kvn * d->es);
     o_pdq = carve(&off, qn * d->es);
     o_adq = carve(&off, d->f32 ? 0 : qn * sizeof(float));
-    o_cu  = carve(&off, sizeof(int64_t) * ((size_t)ring->nseqs + 1));
     NSP_CHECK(ring_reserve(ring, off));
     for (int b = 0; b < 2; ++b) {
-        s->kv[b]  = ring->scr + o_kv[b];
-        s->acc[b] = (float *)(void *)(ring->scr + o_acc[b]);
+        s->kv[b]  = scr_at(ring, o_kv[b]);
+        s->acc[b] = (float *)(void *)scr_at(ring, o_acc[b]);
     }
-    s->contrib = ring->scr + o_c;
-    s->part_dq = ring->scr + o_pdq;
-    s->acc_dq  = d->f32 ? NULL : (float *)(void *)(ring->scr + o_adq);
-    s->cu      = (int64_t *)(void *)(ring->scr + o_cu);
+    s->contrib = scr_at(ring, o_c);
+    s->part_dq = scr_at(ring, o_pdq);
+    s->acc_dq  = d->f32 ? NULL : (float *)(void *)scr_at(ring, o_adq);
+    s->cu      = ring->cu;
     return NSP_OK;
 }
 
@@ -592,8 +595,8 @@ static nsp_status_t bwd_pair(const nsp_ring_level_t *ring, const nsp_ring_level_
                          at_c(in->dout, q0, es), a->s->part_dq, at_m(a->dk, k0, es),
                          at_m(a->dv, k0, es));
     if (st == NSP_OK) {
-        st = nsp_reduce_accumulate(a->d->dt, (size_t)(p->qlen * hq * D), a->s->part_dq,
-                                   in->dq + q0);
+        st = ring->reduce->accumulate(a->d->dt, (size_t)(p->qlen * hq * D), a->s->part_dq,
+                                      in->dq + q0, io->proto.stream);
     }
     return st;
 }
@@ -608,7 +611,8 @@ static nsp_status_t bwd_step(nsp_ring_level_t *ring, nsp_ring_level_io_t *io, in
     bwd_step_args_t a = {kv, at_c(kv, (int64_t)n, d->es), s->contrib,
                          at_m(s->contrib, (int64_t)n, d->es), in, s, d};
 
-    memset(s->contrib, 0, 2 * n * d->es); /* rows no query sees stay 0 */
+    /* rows no query sees stay 0 */
+    NSP_CHECK(ring->mem->zero(s->contrib, 2 * n * d->es, io->proto.stream));
     return step_pairs(ring, io, src, bwd_pair, &a);
 }
 
@@ -634,8 +638,9 @@ static nsp_status_t bwd_diag(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
                              dq, dkv, at_m(dkv, (int64_t)nj, d->es));
     }
     if (st == NSP_OK && !d->f32) {
-        st = nsp_reduce_to_f32(d->dt, nq, dq, s->acc_dq);
-        st = st < 0 ? st : nsp_reduce_to_f32(d->dt, 2 * nj, s->contrib, acc);
+        st = ring->reduce->to_f32(d->dt, nq, dq, s->acc_dq, io->proto.stream);
+        st = st < 0 ? st : ring->reduce->to_f32(d->dt, 2 * nj, s->contrib, acc,
+                                                io->proto.stream);
     }
     io->compute_s += nsp_thread_cpu_s() - c0;
     return st;
@@ -651,9 +656,11 @@ static nsp_status_t bwd_round(const nsp_ring_level_t *ring, const nsp_ring_level
     size_t nq = (size_t)member_tokens(ring, ring->j) * (size_t)io->proto.params.q_heads *
                 (size_t)ring->head_dim;
 
-    NSP_CHECK(nsp_reduce_from_f32(d->dt, n, acc, dk));
-    NSP_CHECK(nsp_reduce_from_f32(d->dt, n, acc + n, dv));
-    return nsp_reduce_from_f32(d->dt, d->f32 ? 0 : nq, s->acc_dq, dq);
+    void *st = io->proto.stream;
+
+    NSP_CHECK(ring->reduce->from_f32(d->dt, n, acc, dk, st));
+    NSP_CHECK(ring->reduce->from_f32(d->dt, n, acc + n, dv, st));
+    return ring->reduce->from_f32(d->dt, d->f32 ? 0 : nq, s->acc_dq, dq, st);
 }
 
 nsp_status_t nsp_ring_level_bwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
@@ -674,7 +681,7 @@ nsp_status_t nsp_ring_level_bwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
     NSP_CHECK(bwd_scratch_alloc(ring, io->proto.params.q_heads, &d, &s));
     in = (bwd_in_t){.q = q, .o = o, .dout = dout, .lse = lse,
                     .dq = d.f32 ? (float *)dq : s.acc_dq};
-    pack_kv(ring, j, d.es, k, v, s.kv[cur]);
+    NSP_CHECK(pack_kv(ring, io, j, d.es, k, v, s.kv[cur]));
     NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_KV, 1, j, d.es, s.kv[cur], s.kv[1 - cur],
                              &kv_req),
                    status, out);
@@ -697,7 +704,8 @@ nsp_status_t nsp_ring_level_bwd(nsp_ring_level_t *ring, nsp_ring_level_io_t *io,
         NSP_CHECK_GOTO(ring_wait(io, &dkv_req), status, out);
         a = 1 - a;
         c0 = nsp_thread_cpu_s();
-        status = nsp_reduce_accumulate(d.dt, 2 * kv_floats(ring, src), s.contrib, s.acc[a]);
+        status = ring->reduce->accumulate(d.dt, 2 * kv_floats(ring, src), s.contrib, s.acc[a],
+                                          io->proto.stream);
         io->compute_s += nsp_thread_cpu_s() - c0;
         NSP_CHECK_GOTO(status, status, out);
         NSP_CHECK_GOTO(ring_pass(ring, io, RING_KIND_BWD_DKV, t + 1, src, sizeof(float),

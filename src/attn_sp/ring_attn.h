@@ -36,7 +36,15 @@
  * rank's own block arrives from j-1. Messages: forward r-1 KV blocks,
  * backward r-1 KV blocks and r dKV blocks, per rank.
  *
- * Dtypes (io->proto.dtype): float32, bfloat16 or float16, host memory. The
+ * Memory: the world's memory type's (memtype.h), given at create: host
+ * memory (UCX), or device memory (NCCL), where every step is enqueued on
+ * the caller's stream (io->proto.stream): the kernel callbacks, the KV
+ * copies and zeroing (attn_mem.h), the merges, accumulations and
+ * conversions (the reduce ops, attn_reduce.h), and the ring's NCCL
+ * send/receive (the group's ring post on that stream); the host waits for
+ * a step's request before it reuses that step's buffers.
+ *
+ * Dtypes (io->proto.dtype): float32, bfloat16 or float16. The
  * kernel reads and writes the wire dtype; KV blocks travel in it. Partials
  * are read in it and accumulated in float32 (attn_reduce.h): the running o
  * and dq in scratch of the ring, the travelling dK/dV sums in float32 on
@@ -49,6 +57,8 @@
 #define NSP_ATTN_SP_RING_ATTN_H_
 
 #include "nspcomm.h"
+#include "attn_sp/attn_mem.h"
+#include "attn_sp/attn_reduce.h"
 
 #include <stdint.h>
 
@@ -76,12 +86,15 @@ typedef struct nsp_ring_level_io {
 
 /**
  * Set up the ring of the ring level `lv` (ring > 1; borrowed only during
- * the call) for blocks of `kv_heads` KV heads of `head_dim` elements. The
- * level's spans must be those of the layout rules. Errors:
- * NSP_ERR_INVALID_ARG (not a ring level, spans not zigzag), NSP_ERR_NO_MEMORY.
+ * the call) for blocks of `kv_heads` KV heads of `head_dim` elements, in
+ * the memory of `mem` and `reduce` (the world's memory type's tables,
+ * borrowed until nsp_ring_level_free). The level's spans must be those of
+ * the layout rules. Errors: NSP_ERR_INVALID_ARG (not a ring level, spans
+ * not zigzag, NULL tables), NSP_ERR_NO_MEMORY.
  */
 nsp_status_t nsp_ring_level_create(nsp_tree_t *tree, const nsp_layout_level_t *lv,
-                                   int kv_heads, int head_dim, nsp_ring_level_t **ring);
+                                   int kv_heads, int head_dim, const nsp_attn_mem_t *mem,
+                                   const nsp_reduce_ops_t *reduce, nsp_ring_level_t **ring);
 
 /**
  * Forward of the level: q [T_j, n_q', D], k and v [T_j, n_kv', D] (the

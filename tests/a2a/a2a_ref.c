@@ -1,5 +1,6 @@
 /* Random nested plans and an independent reference for the nested all-to-all. */
 #include "a2a_ref.h"
+#include "attn_sp/attn_reduce_map.h"
 #include "planner/plan_internal.h"
 
 #include <math.h>
@@ -381,14 +382,31 @@ static int ref_replicas(int heads, int d)
     return d > heads ? d / heads : 1;
 }
 
+float a2a_value_small(int seq, int64_t token, int head, int dim)
+{
+    return (float)(((int)a2a_value_f32(seq, token, head, dim) + 500) % 16) - 8.0f;
+}
+
+void a2a_put_num(int kind, void *p, float v)
+{
+    uint16_t h = kind == A2A_NUM_BF16 ? nsp_rd_float_to_bf16(v) : nsp_rd_float_to_half(v);
+
+    if (kind == A2A_NUM_F32) {
+        memcpy(p, &v, sizeof(v));
+    } else {
+        memcpy(p, &h, sizeof(h));
+    }
+}
+
 static void put(void *buf, int64_t idx, size_t elem_size, int f32, int seq, int64_t tok, int h,
                 int dim, float scale)
 {
     char *p = (char *)buf + (size_t)idx * elem_size;
 
-    if (f32) {
-        float v = a2a_value_f32(seq, tok, h, dim) * scale;
-        memcpy(p, &v, sizeof(v));
+    if (f32 == A2A_NUM_F32) {
+        a2a_put_num(f32, p, a2a_value_f32(seq, tok, h, dim) * scale);
+    } else if (f32 != A2A_NUM_BYTES) { /* 16-bit: small integers, every sum exact */
+        a2a_put_num(f32, p, a2a_value_small(seq, tok, h, dim) * scale);
     } else {
         a2a_value(seq, tok, h, dim, elem_size, p);
     }
@@ -444,9 +462,10 @@ int a2a_ref_seq_sharded(const nsp_plan_t *plan, int round, int rank, int heads, 
 }
 
 int a2a_ref_seq_sharded_summed(const nsp_plan_t *plan, int round, int rank, int heads,
-                               int head_dim, void **buf, int64_t *tokens)
+                               int head_dim, int kind, void **buf, int64_t *tokens)
 {
-    return ref_seq_sharded(plan, round, rank, heads, head_dim, 4, 1, 1, buf, tokens);
+    return ref_seq_sharded(plan, round, rank, heads, head_dim, kind == A2A_NUM_F32 ? 4 : 2,
+                           kind, 1, buf, tokens);
 }
 
 int a2a_ref_head_sharded(const nsp_plan_t *plan, int round, int rank, int heads, int head_dim,

@@ -62,10 +62,22 @@ void a2a_value(int seq, int64_t token, int head, int dim, size_t elem_size, void
 /** As a2a_value but as a float (for SUM_F32 tests): small integers, exact. */
 float a2a_value_f32(int seq, int64_t token, int head, int dim);
 
+/** What the `f32` argument of the functions below selects: raw bytes of
+ *  a2a_value, or numbers for replica sums (float32 a2a_value_f32; bfloat16
+ *  or binary16 a2a_value_small, integers in [-8, 8), so that every partial
+ *  sum of up to 16 replicas is exact in 16 bits). */
+enum { A2A_NUM_BYTES = 0, A2A_NUM_F32 = 1, A2A_NUM_BF16 = 2, A2A_NUM_FP16 = 3 };
+
+/** Integers in [-8, 8) (for the 16-bit replica-sum tests). */
+float a2a_value_small(int seq, int64_t token, int head, int dim);
+
+/** Store v at p as number kind `kind` (A2A_NUM_F32, _BF16, _FP16). */
+void a2a_put_num(int kind, void *p, float v);
+
 /**
  * The sequence-sharded buffer [T_local, H, D] of `rank` in `round`, from
  * the plan alone. *buf is malloc'ed (free()), *tokens its token count.
- * `f32` selects a2a_value_f32 (elem_size must be 4). Returns 0 or -1.
+ * `f32` is an A2A_NUM_* kind (F32: elem_size 4; BF16, FP16: 2). Returns 0 or -1.
  */
 int a2a_ref_seq_sharded(const nsp_plan_t *plan, int round, int rank, int heads, int head_dim,
                         size_t elem_size, int f32, void **buf, int64_t *tokens);
@@ -82,13 +94,14 @@ int a2a_ref_head_sharded(const nsp_plan_t *plan, int round, int rank, int heads,
                          size_t elem_size, int f32, void **buf, int64_t *rows);
 
 /**
- * The sequence-sharded buffer after h2s with SUM_F32 of a head-sharded
- * buffer that held a2a_value_f32 on every replica: each element of head h
+ * The sequence-sharded buffer after h2s with a summing mode of a
+ * head-sharded buffer that held the numbers of `kind` (A2A_NUM_F32,
+ * _BF16, _FP16) on every replica: each element of head h
  * at a level of degree d is multiplied by the number of ranks of the group
  * that hold h. *buf malloc'ed. Returns 0 or -1.
  */
 int a2a_ref_seq_sharded_summed(const nsp_plan_t *plan, int round, int rank, int heads,
-                               int head_dim, void **buf, int64_t *tokens);
+                               int head_dim, int kind, void **buf, int64_t *tokens);
 
 /**
  * Random plan number `p` of a multi-rank case seeded `seed` (the batches of

@@ -192,7 +192,8 @@ static int replica_sum(rank_ctx_t *c, const nsp_plan_t *plan, int round,
     free(t.seq); /* compare h2s against the summed reference now */
     t.seq = NULL;
     params(&p, &t, NSP_A2A_HEAD_TO_SEQ, serial, NSP_A2A_REPLICAS_SUM_F32);
-    if (a2a_ref_seq_sharded_summed(plan, round, c->rank, heads, D, &t.seq, &t.T) != 0 ||
+    if (a2a_ref_seq_sharded_summed(plan, round, c->rank, heads, D, A2A_NUM_F32, &t.seq,
+                                   &t.T) != 0 ||
         create(c, lay, &p, 0, &h[1]) != NSP_OK ||
         run_start(c, h[1], lay, nlevels, t.head, t.back, NULL) != 0) {
         FAIL("f32 h2s sum: %s", nsp_last_error());

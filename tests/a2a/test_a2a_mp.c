@@ -7,8 +7,9 @@
  *    block as soon as that level completes against the head-sharded buffer
  *    computed independently from the global tensor (tests/a2a/a2a_ref.c);
  *  - posts head-to-sequence of both and checks it gives back the input
- *    exactly; and, with float32, head-to-sequence with SUM_F32 gives the
- *    replica sums.
+ *    exactly; and, with float32, bfloat16 and float16 numbers,
+ *    head-to-sequence with SUM_F32, SUM_BF16 and SUM_FP16 gives the replica
+ *    sums.
  * Plans: random nested (long-tailed, uneven lengths, skipped/empty levels,
  * messy group order), and random disjoint plans with unaligned groups (which
  * run pairwise over the world); trees with every degree and with only {1, N}
@@ -143,32 +144,43 @@ static int run_round(rank_ctx_t *c, const nsp_plan_t *plan, int round, uint64_t 
         }
         c->checks++;
     }
-    /* float32 KV heads: head-to-sequence with SUM_F32 sums the replicas. */
-    tensor_free(&t[1]);
-    if (tensor_init(&t[1], plan, round, c->rank, hkv, D, 4, 1) != 0) {
-        FAIL("round %d: no memory", round);
+    /* KV heads as numbers: head-to-sequence with SUM_F32, and SUM_BF16 or
+     * SUM_FP16 (by round), sums the replicas. */
+    for (int k = 0; k < 2; ++k) {
+        static const nsp_a2a_replicas_t modes[] = {NSP_A2A_REPLICAS_SUM_F32,
+                                                   NSP_A2A_REPLICAS_SUM_BF16,
+                                                   NSP_A2A_REPLICAS_SUM_FP16};
+        int    kind = k == 0 ? A2A_NUM_F32 : A2A_NUM_BF16 + round % 2;
+        size_t es   = kind == A2A_NUM_F32 ? 4 : 2;
+        tensor_free(&t[1]);
+        if (tensor_init(&t[1], plan, round, c->rank, hkv, D, es, kind) != 0) {
+            FAIL("round %d: no memory", round);
+        }
+        if (post(c, lay, &t[1], NSP_A2A_SEQ_TO_HEAD, D, serial, 0) != NSP_OK ||
+            nsp_request_wait_all(t[1].req, info.nlevels) != NSP_OK) {
+            FAIL("round %d: numbers s2h: %s", round, nsp_last_error());
+        }
+        for (int l = 0; l < info.nlevels; ++l) {
+            nsp_request_free(t[1].req[l]);
+        }
+        free(t[1].b.seq); /* now compare h2s against the summed reference */
+        t[1].b.seq = NULL;
+        if (a2a_ref_seq_sharded_summed(plan, round, c->rank, hkv, D, kind, &t[1].b.seq,
+                                       &t[1].b.T) != 0 ||
+            post(c, lay, &t[1], NSP_A2A_HEAD_TO_SEQ, D, serial, modes[kind - 1]) != NSP_OK ||
+            nsp_request_wait_all(t[1].req, info.nlevels) != NSP_OK) {
+            FAIL("round %d: h2s sum (mode %d): %s", round, (int)modes[kind - 1],
+                 nsp_last_error());
+        }
+        for (int l = 0; l < info.nlevels; ++l) {
+            nsp_request_free(t[1].req[l]);
+        }
+        if (memcmp(t[1].b.back, t[1].b.seq, (size_t)t[1].b.T * (size_t)hkv * (size_t)D * es)) {
+            FAIL("round %d: h2s with replicas mode %d (H=%d) is not the sum over replicas",
+                 round, (int)modes[kind - 1], hkv);
+        }
+        c->checks++;
     }
-    if (post(c, lay, &t[1], NSP_A2A_SEQ_TO_HEAD, D, serial, 0) != NSP_OK ||
-        nsp_request_wait_all(t[1].req, info.nlevels) != NSP_OK) {
-        FAIL("round %d: f32 s2h: %s", round, nsp_last_error());
-    }
-    for (int l = 0; l < info.nlevels; ++l) {
-        nsp_request_free(t[1].req[l]);
-    }
-    free(t[1].b.seq); /* now compare h2s against the summed reference */
-    t[1].b.seq = NULL;
-    if (a2a_ref_seq_sharded_summed(plan, round, c->rank, hkv, D, &t[1].b.seq, &t[1].b.T) != 0 ||
-        post(c, lay, &t[1], NSP_A2A_HEAD_TO_SEQ, D, serial, NSP_A2A_REPLICAS_SUM_F32) != NSP_OK ||
-        nsp_request_wait_all(t[1].req, info.nlevels) != NSP_OK) {
-        FAIL("round %d: f32 h2s sum: %s", round, nsp_last_error());
-    }
-    for (int l = 0; l < info.nlevels; ++l) {
-        nsp_request_free(t[1].req[l]);
-    }
-    if (memcmp(t[1].b.back, t[1].b.seq, (size_t)t[1].b.T * (size_t)hkv * (size_t)D * 4) != 0) {
-        FAIL("round %d: h2s SUM_F32 (H=%d) is not the sum over replicas", round, hkv);
-    }
-    c->checks++;
     rc = 0;
 out:
     tensor_free(&t[0]);

@@ -253,7 +253,22 @@ static int held_errors(nsp_tree_t *tree, const nsp_plan_t *plan, int rank, int h
         FAIL("destroy: %s", nsp_last_error());
     }
     a2a = NULL;
-    *checks += 4;
+    /* Replica modes: a sum of another element size, and no mode at all,
+     * are refused on every rank before any traffic. */
+    p.field_mask |= NSP_A2A_FIELD_REPLICAS;
+    p.direction = NSP_A2A_HEAD_TO_SEQ;
+    p.replicas  = NSP_A2A_REPLICAS_SUM_F32; /* 2-byte elements */
+    if ((st = nsp_a2a_create(tree, lay, &p, &a2a)) != NSP_ERR_INVALID_ARG ||
+        strstr(nsp_last_error(), "4-byte") == NULL) {
+        FAIL("SUM_F32 on 2-byte elements: %s (%s), not INVALID_ARG", nsp_status_string(st),
+             nsp_last_error());
+    }
+    p.replicas = (nsp_a2a_replicas_t)9;
+    if ((st = nsp_a2a_create(tree, lay, &p, &a2a)) != NSP_ERR_INVALID_ARG) {
+        FAIL("replicas 9: %s, not INVALID_ARG", nsp_status_string(st));
+    }
+    a2a = NULL;
+    *checks += 6;
     rc = 0;
 out:
     if (rc != 0) {

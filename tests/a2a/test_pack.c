@@ -6,10 +6,12 @@
  *    independent reference computes from the global tensor;
  *  - head-to-sequence gives back the input exactly (pack then unpack is the
  *    identity), with the self block through the buffers or copied directly;
- *  - with SUM_F32, replicated heads come back summed over their replicas.
+ *  - with SUM_F32, SUM_BF16 and SUM_FP16, replicated heads come back summed
+ *    over their replicas; 16-bit sums round after each addition.
  */
 #include "attn_sp/layout.h"
 #include "attn_sp/pack.h"
+#include "attn_sp/replica_sum.h"
 #include "a2a_ref.h"
 #include "../tap.h"
 
@@ -278,12 +280,13 @@ static int sim_round(const nsp_plan_t *plan, int round, const sim_cfg_t *c)
     for (int r = 0; r < N; ++r) {
         void   *want = R[r].seq;
         int64_t T    = R[r].T;
-        if (c->replicas == NSP_A2A_REPLICAS_SUM_F32) {
-            a2a_ref_seq_sharded_summed(plan, round, r, c->heads, c->head_dim, &want, &T);
+        if (c->replicas != NSP_A2A_REPLICAS_FIRST) {
+            a2a_ref_seq_sharded_summed(plan, round, r, c->heads, c->head_dim, c->f32, &want,
+                                       &T);
         }
         if (memcmp(want, R[r].back, (size_t)T * (size_t)c->heads * row) != 0) {
             tap_diag("round %d rank %d: head-to-sequence did not give back %s", round, r,
-                     c->replicas == NSP_A2A_REPLICAS_SUM_F32 ? "the replica sums" : "the input");
+                     c->replicas != NSP_A2A_REPLICAS_FIRST ? "the replica sums" : "the input");
             ++bad;
         }
         if (want != R[r].seq) {
@@ -296,6 +299,16 @@ static int sim_round(const nsp_plan_t *plan, int round, const sim_cfg_t *c)
     }
     free(R);
     return bad;
+}
+
+static const char *replica_mode_name(nsp_a2a_replicas_t mode)
+{
+    switch (mode) {
+    case NSP_A2A_REPLICAS_SUM_F32: return "summed in float32";
+    case NSP_A2A_REPLICAS_SUM_BF16: return "summed in bfloat16";
+    case NSP_A2A_REPLICAS_SUM_FP16: return "summed in float16";
+    default: return "first";
+    }
 }
 
 static void test_random(nsp_pack_self_t self, nsp_a2a_replicas_t replicas, int f32,
@@ -317,7 +330,7 @@ static void test_random(nsp_pack_self_t self, nsp_a2a_replicas_t replicas, int f
         o.messy          = it % 2;
         c.heads          = a2a_random_heads(&rng, &o);
         c.head_dim       = 1 + (int)(a2a_rand(&rng) % 5);
-        c.elem           = f32 ? 4 : (it % 2 ? 2 : 4);
+        c.elem           = f32 == A2A_NUM_F32 ? 4 : f32 != A2A_NUM_BYTES ? 2 : (it % 2 ? 2 : 4);
         c.self           = self;
         c.replicas       = replicas;
         c.f32            = f32;
@@ -334,8 +347,8 @@ static void test_random(nsp_pack_self_t self, nsp_a2a_replicas_t replicas, int f
                parts ? ", levels split into random parts (batched subset + in-place singles)"
                      : "",
                self == NSP_PACK_SKIP_SELF ? "copied directly" : "through the buffers",
-               replicas == NSP_A2A_REPLICAS_SUM_F32 ? "summed" : "first",
-               replicas == NSP_A2A_REPLICAS_SUM_F32 ? "replica sums" : "the input");
+               replica_mode_name(replicas),
+               replicas != NSP_A2A_REPLICAS_FIRST ? "replica sums" : "the input");
 }
 
 static void test_counts_example(void)
@@ -359,9 +372,50 @@ static void test_counts_example(void)
     tap_is_int(nsp_pack_counts(&v, NSP_A2A_HEAD_TO_SEQ, 2, 6, NSP_A2A_REPLICAS_SUM_F32,
                                NSP_PACK_WITH_SELF, sb, sd, rb, rd),
                NSP_ERR_INVALID_ARG, "SUM_F32 rejects rows that are not whole floats");
+    tap_is_int(nsp_pack_counts(&v, NSP_A2A_HEAD_TO_SEQ, 2, 3, NSP_A2A_REPLICAS_SUM_BF16,
+                               NSP_PACK_WITH_SELF, sb, sd, rb, rd),
+               NSP_ERR_INVALID_ARG, "SUM_BF16 rejects rows that are not whole 2-byte elements");
+    tap_is_int(nsp_pack_counts(&v, NSP_A2A_HEAD_TO_SEQ, 2, 6, NSP_A2A_REPLICAS_SUM_FP16,
+                               NSP_PACK_WITH_SELF, sb, sd, rb, rd),
+               NSP_OK, "SUM_FP16 takes rows of 3 binary16 elements");
+    tap_ok(rb[0] == 3 * 6 && rb[1] == 3 * 6 && rb[2] == 3 * 6 && rb[3] == 3 * 6,
+           "h2s with a summing mode: every replica sends (3 tokens x 1 head x 6 bytes)");
     tap_is_int(nsp_pack_counts(&v, NSP_A2A_SEQ_TO_HEAD, 6, 4, NSP_A2A_REPLICAS_FIRST,
                                NSP_PACK_WITH_SELF, sb, sd, rb, rd),
                NSP_ERR_INVALID_ARG, "6 heads over degree 4 are rejected");
+}
+
+/* One 16-bit addition rounds as float32 addition then nearest even, and r
+ * replicas round r - 1 times, in ascending order: 1 + 2^-8 + 2^-8 in
+ * bfloat16 is 1 (each 2^-8 is half an ulp and rounds to even), where one
+ * rounding of the exact sum gives 1 + 2^-7. */
+static void test_sum_rounding(void)
+{
+    uint16_t one = nsp_rd_float_to_bf16(1.0f), tiny = nsp_rd_float_to_bf16(0x1p-8f);
+    uint16_t acc = one, h[2] = {nsp_rd_float_to_half(1.0f), nsp_rd_float_to_half(0x1p-11f)};
+    float    f[2] = {1.0f, 0x1p-23f};
+
+    nsp_rs_add_bytes(NSP_RD_BF16, &acc, &tiny, sizeof(acc));
+    nsp_rs_add_bytes(NSP_RD_BF16, &acc, &tiny, sizeof(acc));
+    tap_ok(nsp_rd_bf16_to_float(acc) == 1.0f,
+           "bfloat16 sum 1 + 2^-8 + 2^-8 rounds after each addition: 1 (exact sum 1 + 2^-7)");
+    nsp_rs_add_bytes(NSP_RD_FP16, &h[0], &h[1], sizeof(h[0]));
+    tap_ok(nsp_rd_half_to_float(h[0]) == 1.0f, "float16 1 + 2^-11 is a tie and rounds to even: 1");
+    nsp_rs_add_bytes(NSP_RD_FP32, &f[0], &f[1], sizeof(f[0]));
+    tap_ok(f[0] == 1.0f + 0x1p-23f, "float32 rows add as float32");
+}
+
+/* replica_sum.h's constants are nspcomm.h's, and name the right element. */
+static void test_mode_values(void)
+{
+    tap_ok((int)NSP_RS_FIRST == (int)NSP_A2A_REPLICAS_FIRST &&
+               (int)NSP_RS_SUM_F32 == (int)NSP_A2A_REPLICAS_SUM_F32 &&
+               (int)NSP_RS_SUM_BF16 == (int)NSP_A2A_REPLICAS_SUM_BF16 &&
+               (int)NSP_RS_SUM_FP16 == (int)NSP_A2A_REPLICAS_SUM_FP16,
+           "replica_sum.h's mode values are nsp_a2a_replicas_t's");
+    tap_ok(nsp_rs_elem_bytes(NSP_RS_SUM_F32) == 4 && nsp_rs_elem_bytes(NSP_RS_SUM_BF16) == 2 &&
+               nsp_rs_elem_bytes(NSP_RS_SUM_FP16) == 2 && nsp_rs_elem_bytes(NSP_RS_FIRST) == 0,
+           "summing modes add 4-, 2- and 2-byte elements; FIRST adds none");
 }
 
 int main(void)
@@ -373,5 +427,11 @@ int main(void)
     test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_F32, 1, 4, 80, 0);
     test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_FIRST, 0, 5, 120, 1);
     test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_F32, 1, 6, 80, 1);
+    test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_SUM_BF16, A2A_NUM_BF16, 7, 80, 0);
+    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_BF16, A2A_NUM_BF16, 8, 80, 1);
+    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_FP16, A2A_NUM_FP16, 9, 80, 0);
+    test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_SUM_FP16, A2A_NUM_FP16, 10, 80, 1);
+    test_sum_rounding();
+    test_mode_values();
     return tap_done();
 }

@@ -1,6 +1,7 @@
 /* Random level views and the host-vs-candidate pack checker (gpu_views.h). */
 #include "gpu_views.h"
 
+#include "attn_sp/attn_reduce_map.h"
 #include "attn_sp/layout.h"
 
 #include <stdio.h>
@@ -81,8 +82,11 @@ int gv_case_random(gv_case_t *c, uint64_t *rng, int max_degree, int max_seqs, in
     c->head_dim     = dims != NULL && ndims > 0 ? dims[gv_pick(rng, ndims)]
                                                 : small_dims[gv_pick(rng, 5)];
     c->elem         = gv_pick(rng, 2) ? 4 : 2;
-    c->replicas     = c->elem == 4 && gv_pick(rng, 2) ? NSP_A2A_REPLICAS_SUM_F32
-                                                      : NSP_A2A_REPLICAS_FIRST;
+    c->replicas     = NSP_A2A_REPLICAS_FIRST;
+    if (gv_pick(rng, 2)) { /* a summing mode of the element's size */
+        c->replicas = c->elem == 4 ? NSP_A2A_REPLICAS_SUM_F32
+                      : gv_pick(rng, 2) ? NSP_A2A_REPLICAS_SUM_BF16 : NSP_A2A_REPLICAS_SUM_FP16;
+    }
     c->self         = gv_pick(rng, 2) ? NSP_PACK_SKIP_SELF : NSP_PACK_WITH_SELF;
     c->misalign     = gv_pick(rng, 4) == 0;
     return 0;
@@ -98,7 +102,10 @@ void gv_case_describe(const gv_case_t *c, char *buf, size_t len)
 {
     snprintf(buf, len, "d=%d i=%d seqs=%d H=%d D=%d elem=%zu %s %s%s", c->view.degree,
              c->view.index, c->view.nseqs, c->heads, c->head_dim, c->elem,
-             c->replicas == NSP_A2A_REPLICAS_SUM_F32 ? "SUM_F32" : "FIRST",
+             c->replicas == NSP_A2A_REPLICAS_SUM_F32    ? "SUM_F32"
+             : c->replicas == NSP_A2A_REPLICAS_SUM_BF16 ? "SUM_BF16"
+             : c->replicas == NSP_A2A_REPLICAS_SUM_FP16 ? "SUM_FP16"
+                                                        : "FIRST",
              c->self == NSP_PACK_SKIP_SELF ? "skip-self" : "with-self",
              c->misalign ? " misaligned" : "");
 }
@@ -115,12 +122,17 @@ static int64_t gv_tokens_of(const nsp_level_view_t *v, int q)
     return total;
 }
 
-static void gv_fill(uint64_t *rng, char *buf, size_t bytes, int floats)
+/* Random bytes, or with a summing mode numbers in [-1, 1) of its element
+ * type (so that sums are of numbers, and round). */
+static void gv_fill(uint64_t *rng, char *buf, size_t bytes, nsp_a2a_replicas_t sums)
 {
-    if (floats) {
-        for (size_t k = 0; k + sizeof(float) <= bytes; k += sizeof(float)) {
-            float f = (float)((double)(gv_rand(rng) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-            memcpy(buf + k, &f, sizeof(f));
+    if (sums != NSP_A2A_REPLICAS_FIRST) {
+        size_t es = sums == NSP_A2A_REPLICAS_SUM_F32 ? 4 : 2;
+        for (size_t k = 0; k + es <= bytes; k += es) {
+            float    f = (float)((double)(gv_rand(rng) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            uint16_t h = sums == NSP_A2A_REPLICAS_SUM_BF16 ? nsp_rd_float_to_bf16(f)
+                                                           : nsp_rd_float_to_half(f);
+            memcpy(buf + k, es == 4 ? (const void *)&f : (const void *)&h, es);
         }
         return;
     }
@@ -169,7 +181,6 @@ int gv_check(const gv_case_t *c, gv_op_t op, gv_impl_fn impl, void *ctx, uint64_
     char                   *src_mem = NULL, *ref_mem = NULL, *cand_mem = NULL;
     char                   *src, *ref, *cand;
     size_t                  off = c->misalign ? c->elem : 0;
-    int                     floats = c->replicas == NSP_A2A_REPLICAS_SUM_F32;
     nsp_a2a_dir_t           dir = (op == GV_PACK_S2H || op == GV_UNPACK_S2H || op == GV_SELF_S2H)
                                       ? NSP_A2A_SEQ_TO_HEAD : NSP_A2A_HEAD_TO_SEQ;
     nsp_status_t            st;
@@ -228,8 +239,8 @@ int gv_check(const gv_case_t *c, gv_op_t op, gv_impl_fn impl, void *ctx, uint64_
     src  = src_mem + off;
     ref  = ref_mem + off;
     cand = cand_mem + off;
-    gv_fill(rng, src, src_bytes, floats);
-    gv_fill(rng, ref, dst_bytes, floats);
+    gv_fill(rng, src, src_bytes, c->replicas);
+    gv_fill(rng, ref, dst_bytes, c->replicas);
     memcpy(cand, ref, dst_bytes);
     st = gv_reference(c, op, counts, displs, src, ref);
     if (st != NSP_OK) {

@@ -20,7 +20,7 @@ typedef struct gv_case {
     int                heads;    /**< H: a multiple or a divisor of the degree */
     int                head_dim; /**< D */
     size_t             elem;     /**< 2 or 4 bytes */
-    nsp_a2a_replicas_t replicas; /**< SUM_F32 only with elem 4 */
+    nsp_a2a_replicas_t replicas; /**< SUM_F32 only with elem 4, SUM_BF16/FP16 with 2 */
     nsp_pack_self_t    self;
     int                misalign; /**< 1: buffers start `elem` bytes past an aligned address */
 } gv_case_t;

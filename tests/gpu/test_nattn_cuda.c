@@ -20,10 +20,15 @@
  *   - with two or more devices: two ranks (forked, one device each) over
  *     NCCL, one Ulysses group of degree 2 over one KV head (replicated on
  *     both ranks), bf16 forward + backward against the single-process
- *     float32 reference, within 1.6e-2 (relative to max(1, |reference|)):
- *     the backward widens dK/dV to float32 on the device, sums the two
- *     replicas in float32 and rounds once; on one device that part prints
- *     "# SKIP" (NCCL takes one rank per device)
+ *     float32 reference, within 1.6e-2 (relative to max(1, |reference|)),
+ *     twice: dK/dV summed over the two replicas on the wire in bf16 (the
+ *     CUDA unpack kernel's 16-bit sum), and with dkv_f32 widened to float32
+ *     on the device, summed in float32 and rounded once; both give the same
+ *     dk and dv bits (one rounding either way with 2 replicas); on one
+ *     device that part prints "# SKIP" (NCCL takes one rank per device);
+ *     and the same two ranks as one ring group of 2 (ring attention on
+ *     device memory: KV blocks passed by NCCL on the caller's stream,
+ *     partials merged and gradients accumulated by the reduce kernels)
  *
  * The kernel here stages through the host (it waits for batch->stream,
  * copies to the host, runs the reference in float32, copies back on the
@@ -614,15 +619,18 @@ static int mr_inputs(const mr_case_t *mc, const nsp_layout_t *lay, int64_t token
     return ok && d->q && d->k && d->v && d->dout && d->o && d->dq && d->dk && d->dv && d->lse;
 }
 
-/* Forward + backward (saved) of the rank; value 0: worst error. */
-static int mr_run(const mr_case_t *mc, nsp_tree_t *tree, const nsp_layout_t *lay,
-                  int64_t tokens)
+/* Forward + backward (saved) of the rank with dK/dV summed in bf16 on the
+ * wire (dkv_f32 0) or in float32 (1); the worst error, and dk, dv copied to
+ * host memory hk[2] ([tokens, n_kv, D] bf16 each). */
+static int mr_run_one(const mr_case_t *mc, nsp_tree_t *tree, const nsp_layout_t *lay,
+                      int64_t tokens, int dkv_f32, double *worst, uint16_t *hk[2])
 {
     stage_t                  stage;
     nsp_nested_attn_params_t p = attn_params(NSP_ATTN_BF16, &stage);
     nsp_nested_attn_t       *a = NULL;
     nsp_nested_attn_saved_t *saved = NULL;
     dev_bufs_t               d;
+    size_t                   kv_bytes = (size_t)(tokens * mc->ap.kv_heads * D) * 2;
     double                   w;
     int                      rc = 1;
 
@@ -630,6 +638,8 @@ static int mr_run(const mr_case_t *mc, nsp_tree_t *tree, const nsp_layout_t *lay
     memset(&stage, 0, sizeof(stage));
     nsp_attn_kernel_reference(&stage.ref);
     p.attn = mc->ap;
+    p.field_mask |= NSP_NESTED_ATTN_FIELD_DKV_F32;
+    p.dkv_f32 = dkv_f32;
     if (!mr_inputs(mc, lay, tokens, &d)) {
         FAIL("device buffers: %s", nsp_last_error());
     }
@@ -637,21 +647,55 @@ static int mr_run(const mr_case_t *mc, nsp_tree_t *tree, const nsp_layout_t *lay
         nsp_nested_attn_fwd(a, d.q, d.k, d.v, d.o, d.lse, &saved, NULL) != NSP_OK ||
         nsp_nested_attn_bwd(a, saved, NULL, NULL, NULL, NULL, NULL, d.dout, d.dq, d.dk, d.dv,
                             NULL) != NSP_OK) {
-        FAIL("nested attention: %s", nsp_last_error());
+        FAIL("nested attention (dkv_f32 %d): %s", dkv_f32, nsp_last_error());
+    }
+    if (cudaMemcpy(hk[0], d.dk, kv_bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(hk[1], d.dv, kv_bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        FAIL("copying dk, dv back failed");
     }
     w = mr_err(mc, lay, mc->ref.o, mc->ap.q_heads, d.o, tokens);
     w = fmax(w, mr_err(mc, lay, mc->ref.dq, mc->ap.q_heads, d.dq, tokens));
     w = fmax(w, mr_err(mc, lay, mc->ref.dk, mc->ap.kv_heads, d.dk, tokens));
     w = fmax(w, mr_err(mc, lay, mc->ref.dv, mc->ap.kv_heads, d.dv, tokens));
-    mp_set_value(0, w);
-    rc = w <= 1.6e-2 ? 0 : 2;
-    if (rc != 0) {
-        mp_note("o, dq, dk, dv: worst relative error %.3g", w);
-    }
+    *worst = w;
+    rc = 0;
 out:
     nsp_nested_attn_saved_free(saved);
     nsp_nested_attn_destroy(a);
     dev_down(&d);
+    return rc;
+}
+
+/* Both sums of replicated dK/dV; value 0: worst error; value 1: 1 when the
+ * two gave the same dk and dv bits (2 replicas: one rounding either way). */
+static int mr_run(const mr_case_t *mc, nsp_tree_t *tree, const nsp_layout_t *lay,
+                  int64_t tokens)
+{
+    size_t    kv_bytes = (size_t)(tokens * mc->ap.kv_heads * D) * 2 + 2;
+    uint16_t *h[2][2] = {{malloc(kv_bytes), malloc(kv_bytes)}, {malloc(kv_bytes),
+                                                                 malloc(kv_bytes)}};
+    double    w[2] = {0, 0};
+    int       rc = 1, same;
+
+    if (h[0][0] == NULL || h[0][1] == NULL || h[1][0] == NULL || h[1][1] == NULL) {
+        FAIL("no host memory for dk, dv");
+    }
+    for (int x = 0; x < 2; ++x) {
+        if (mr_run_one(mc, tree, lay, tokens, x, &w[x], h[x]) != 0) {
+            goto out;
+        }
+    }
+    same = memcmp(h[0][0], h[1][0], kv_bytes - 2) == 0 &&
+           memcmp(h[0][1], h[1][1], kv_bytes - 2) == 0;
+    mp_set_value(0, fmax(w[0], w[1]));
+    mp_set_value(1, same);
+    rc = fmax(w[0], w[1]) <= 1.6e-2 && same ? 0 : 2;
+    if (rc != 0) {
+        mp_note("o, dq, dk, dv: worst relative error %.3g (bf16 sums), %.3g (float32 sums); "
+                "dk, dv bits %s", w[0], w[1], same ? "equal" : "differ");
+    }
+out:
+    free(h[0][0]), free(h[0][1]), free(h[1][0]), free(h[1][1]);
     return rc;
 }
 
@@ -689,10 +733,10 @@ out:
 }
 
 /* Before anything touches CUDA in this process (the ranks are forked). */
-static void mr_case_run(mp_result_t *res, int *started)
+static void mr_case_run(mp_result_t *res, int *started, int ring)
 {
     static const int64_t lens[3] = {37, 64, 5};
-    const nt_group_t     g[1]    = {{0, 0, MR_RANKS, 1}};
+    const nt_group_t     g[1]    = {{0, 0, MR_RANKS, ring ? MR_RANKS : 1}};
     const int            sg[3]   = {0, 0, 0};
     nsp_model_t          model;
     nsp_cluster_t        cluster;
@@ -712,7 +756,7 @@ static void mr_case_run(mp_result_t *res, int *started)
     nsp_plan_free(mc.plan);
 }
 
-static void mr_case_report(const mp_result_t *res, int started)
+static void mr_case_report(const mp_result_t *res, int started, int ring)
 {
     int few = 0;
 
@@ -720,23 +764,34 @@ static void mr_case_report(const mp_result_t *res, int started)
         few += res->rank[r].exited && res->rank[r].exit_code == MR_FEW_DEVICES;
     }
     if (started && few == res->nranks) {
-        tap_skip(1, "2 ranks, bf16, replicated KV: needs %d CUDA devices (%s)", MR_RANKS,
-                 res->rank[0].note);
+        tap_skip(1, "2 ranks, bf16, %s: needs %d CUDA devices (%s)",
+                 ring ? "a ring of 2" : "replicated KV", MR_RANKS, res->rank[0].note);
+        return;
+    }
+    if (ring) {
+        tap_ok(started && mp_all_ok(res), "2 ranks over NCCL, one device each, bf16, one ring "
+               "group of 2 (KV blocks passed by NCCL on the caller's stream, partials merged "
+               "on the device): forward + backward within 1.6e-2 of the float32 reference "
+               "(worst %.3g, %.3g)", res->rank[0].value[0], res->rank[1].value[0]);
         return;
     }
     tap_ok(started && mp_all_ok(res), "2 ranks over NCCL, one device each, bf16, 1 KV head "
            "replicated on both: forward + backward within 1.6e-2 of the float32 reference "
-           "(worst %.3g, %.3g)", res->rank[0].value[0], res->rank[1].value[0]);
+           "with dK/dV summed in bf16 on the wire and in float32 (dkv_f32), the same dk and "
+           "dv bits both ways (worst %.3g, %.3g)", res->rank[0].value[0],
+           res->rank[1].value[0]);
 }
 
 int main(void)
 {
     fixture_t   f;
     int         ndev = 0, mr_started = 0;
-    static mp_result_t mr;
+    static mp_result_t mr, mring;
+    int                mring_started = 0;
 
     setenv("NSPCOMM_LOG_LEVEL", "WARN", 0);
-    mr_case_run(&mr, &mr_started);
+    mr_case_run(&mr, &mr_started, 0);
+    mr_case_run(&mring, &mring_started, 1);
     if (nsp_cuda_device_probe(&ndev) != NSP_OK) {
         tap_skip_all("no CUDA device (%s)", nsp_last_error());
     }
@@ -753,6 +808,7 @@ int main(void)
     run_case(&f, NSP_ATTN_FP32, "fp32", 1e-5);
     run_case(&f, NSP_ATTN_BF16, "bf16", 1.6e-2);
     fixture_down(&f);
-    mr_case_report(&mr, mr_started);
+    mr_case_report(&mr, mr_started, 0);
+    mr_case_report(&mring, mring_started, 1);
     return tap_done();
 }

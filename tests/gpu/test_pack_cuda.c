@@ -1,7 +1,7 @@
 /*
  * The CUDA pack/unpack kernels against the host pack.c, bit for bit, on
  * random level views (degrees 1..64, uneven lengths, empty chunks,
- * replicated heads, SUM_F32, misaligned buffers), every operation of a
+ * replicated heads, SUM_F32, SUM_BF16, SUM_FP16, misaligned buffers), every operation of a
  * level. Needs a GPU: prints "1..0 # SKIP no CUDA device (...)" without.
  */
 #include "attn_sp/pack_cuda.h"

@@ -55,7 +55,7 @@ static nsp_status_t emulate_impl(void *ctx, const gv_case_t *c, gv_op_t op,
     pk = pk_op_of(&t, c, op);
     st = NSP_OK;
     if (pk != NSP_PK_NOPS) {
-        st = nsp_pk_args_make(&t, &t.lv, pk, c->heads, (size_t)c->head_dim * c->elem,
+        st = nsp_pk_args_make(&t, &t.lv, pk, c->replicas, c->heads, (size_t)c->head_dim * c->elem,
                               (const uint64_t *)counts, (const uint64_t *)displs, src, dst, &a);
         if (st == NSP_OK) {
             nsp_pk_emulate(&a);

@@ -6,7 +6,9 @@
  *     additions in the same order, one rounding)
  *   - partial merges, with rows of -inf on either side: within 4 float32
  *     ulps of the host (the device's expf and log1pf round differently)
+ *   - accumulations into float32: bit for bit
  */
+#include "attn_sp/attn_reduce.h"
 #include "attn_sp/attn_reduce_cuda.h"
 #include "attn_sp/attn_reduce_map.h"
 #include "common/log.h"
@@ -75,6 +77,34 @@ static void test_sum(int dtype, const char *name, int nrep, int64_t rows, int64_
     free(src), free(want), free(got);
 }
 
+/* acc[i] += src[i] (ring attention's dq and travelling dK/dV): device =
+ * nsp_reduce_accumulate, bit for bit (widening is exact, one float add). */
+static void test_acc(int dtype, const char *name, int64_t n)
+{
+    size_t es = dtype == NSP_RD_FP32 ? 4 : 2;
+    char  *src = malloc((size_t)n * es);
+    float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+    void  *dsrc = NULL, *dacc = NULL;
+    int    ok = 0;
+
+    for (int64_t i = 0; src != NULL && want != NULL && i < n; ++i) {
+        nsp_rd_store(dtype, src, i, urand() * 3.0f);
+        want[i] = urand();
+    }
+    if (src != NULL && want != NULL && got != NULL) {
+        dsrc = to_dev(src, (size_t)n * es), dacc = to_dev(want, sizeof(float) * (size_t)n);
+    }
+    if (dsrc && dacc && nsp_cuda_accumulate(dtype, n, dsrc, dacc, NULL) == NSP_OK &&
+        nsp_reduce_accumulate((nsp_attn_dtype_t)dtype, (size_t)n, src, want) == NSP_OK &&
+        cudaDeviceSynchronize() == cudaSuccess && from_dev(got, dacc, sizeof(float) * (size_t)n)) {
+        ok = memcmp(got, want, sizeof(float) * (size_t)n) == 0;
+    }
+    tap_ok(ok, "%s accumulation of %lld elements: device = host bit for bit%s", name,
+           (long long)n, ok ? "" : nsp_last_error());
+    cudaFree(dsrc), cudaFree(dacc);
+    free(src), free(want), free(got);
+}
+
 static double ulps(float a, float b)
 {
     if (a == b) {
@@ -136,6 +166,7 @@ int main(void)
         test_sum(dtypes[t], names[t], 2, 1000, 64);
         test_sum(dtypes[t], names[t], 8, 4096, 128);
         test_merge(dtypes[t], names[t], 5000, 128);
+        test_acc(dtypes[t], names[t], 100003);
     }
     tap_is_int(nsp_cuda_sum_replicas(NSP_RD_FP32, 4, 4, NULL, 4, NULL, 4, 1, 16, NULL),
                NSP_ERR_INVALID_ARG, "NULL device buffers with work are refused");

@@ -67,6 +67,7 @@ typedef struct nt_case {
     double            ring_levels;   /* out: (rank, round, level)s run with ring > 1 */
     double            ring_top;      /* out: largest degree of those levels */
     nsp_attn_dtype_t  dtype;         /* of q, k, v, ... (the kernel: nt_dtype_kernel) */
+    int               dkv_f32;       /* params.dkv_f32: replicated dK/dV summed in float32 */
 } nt_case_t;
 
 static double tol_of(nsp_attn_dtype_t dtype)
@@ -211,6 +212,10 @@ static nsp_status_t make_attn(rank_ctx_t *c, const nt_case_t *mc, const nsp_layo
         ap.field_mask |= NSP_NESTED_ATTN_FIELD_DTYPE | NSP_NESTED_ATTN_FIELD_KERNEL;
         ap.dtype = mc->dtype;
         nt_dtype_kernel(&c->dk, mc->dtype, &ap.kernel);
+    }
+    if (mc->dkv_f32) {
+        ap.field_mask |= NSP_NESTED_ATTN_FIELD_DKV_F32;
+        ap.dkv_f32 = 1;
     }
     if (mc->custom_kernel) {
         c->ck.nq    = p->q_heads;
@@ -626,7 +631,7 @@ static int degree_list(int nranks, int *deg)
 }
 
 /* Random nested Ulysses plans: GQA 8 / 2, D 16. */
-static void case_nested(int nranks, nsp_attn_dtype_t dtype)
+static void case_nested(int nranks, nsp_attn_dtype_t dtype, int dkv_f32)
 {
     nt_case_t     mc;
     nsp_model_t   model;
@@ -635,7 +640,8 @@ static void case_nested(int nranks, nsp_attn_dtype_t dtype)
     uint64_t      rng = case_seed(nranks, 1);
 
     memset(&mc, 0, sizeof(mc));
-    mc.dtype = dtype;
+    mc.dtype   = dtype;
+    mc.dkv_f32 = dkv_f32;
     nt_model(8, 2, 16, &model);
     nt_cluster(nranks, &cluster);
     for (int p = 0; p < 4; ++p) {
@@ -647,7 +653,10 @@ static void case_nested(int nranks, nsp_attn_dtype_t dtype)
             return;
         }
     }
-    run_case(nranks, &mc, "random nested plans, GQA 8/2 (KV replicated above degree 2)");
+    run_case(nranks, &mc, dkv_f32 ? "random nested plans, GQA 8/2, replicated dK/dV summed "
+                                    "in float32 (dkv_f32)"
+                                  : "random nested plans, GQA 8/2 (KV replicated above "
+                                    "degree 2)");
     case_free(&mc);
 }
 
@@ -903,7 +912,7 @@ int main(int argc, char **argv)
         if (only && n != only) {
             continue;
         }
-        case_nested(n, NSP_ATTN_FP32);
+        case_nested(n, NSP_ATTN_FP32, 0);
         case_planners(n);
         case_ring(n, 0, NSP_ATTN_FP32);
         if (n == 8) {
@@ -918,8 +927,11 @@ int main(int argc, char **argv)
                 tap_skip(6, "%d ranks: fp16 cases need the compiler's _Float16", n);
                 continue;
             }
-            case_nested(n, dt);
+            case_nested(n, dt, 0);
             case_ring(n, 0, dt);
+        }
+        if (n >= 4) { /* the float32 sums of replicated dK/dV, opt-in */
+            case_nested(n, NSP_ATTN_BF16, 1);
         }
         if (n >= 4) {
             case_errors(n);

@@ -213,6 +213,16 @@ def hand_plan(ranks):
     return plans.plan_json(ranks, lens, rounds)
 
 
+def dkv_plan(ranks):
+    """Ulysses only, two rounds whose largest group spans every rank
+    (degree 4 or 8 above n_kv = 2: every KV head on 2 or 4 ranks), beside
+    level-0 and degree-2 groups."""
+    lens = [300, 120, 45, 1, 77, 64, 33, 20, 9]
+    rounds = [[(0, ranks, [0, 1, 2, 3], 1), (0, 1, [4], 1), (1, 1, [5], 1)],
+              [(0, ranks, [6, 7], 1), (0, 2, [8], 1)]]
+    return plans.plan_json(ranks, lens, rounds)
+
+
 PLANNER_LENS = plans.long_tailed(random.Random(7), 30, 4, 700)
 PLANNER_CLUSTER = dict(plans.cluster(4), mem_bytes=2e6, workspace_bytes=0)
 PLANNER_MODEL = dict(plans.MODEL, params=1e4)
@@ -243,6 +253,9 @@ def suite(ranks):
         hp = plan_file("bad.json", hand_plan(2))
         cases += [["bad", "bad", dict(ATTN, plan=hp, bad_rank=1)], ["store", "store", {}]]
         env = {"NSPCOMM_PORT": str(mp.free_port())}
+    if ranks in (4, 8):
+        cases.append(["dkv", "dkv", dict(ATTN, seed=ranks, plan=plan_file(
+            "dkv.json", dkv_plan(ranks)))])
     if ranks == 4:
         pl = nspcomm.Planner(PLANNER_MODEL, PLANNER_CLUSTER)
         for kind in ("static", "disjoint", "nested"):
@@ -302,6 +315,35 @@ def test_16_bit_on_the_wire_and_backward_from_the_saved_state(ranks):
                 r, rnd, b16[0], f32[0])
             assert b16[1] < f32[1] or f32[1] == b16[1] == 0, (
                 "rank %d round %d backward: bf16 %d B, fp32 %d B" % (r, rnd, b16[1], f32[1]))
+
+
+@pytest.mark.parametrize("ranks", [4, 8])
+def test_replicated_dkv_summed_on_the_wire_in_16_bits(ranks):
+    """dK/dV of KV heads replicated on 2 (4 ranks) or 4 (8 ranks) ranks:
+    by default a 16-bit backward sends exactly half of float32's bytes
+    (every tensor, the replica sums included, 2 bytes wide), bfloat16 and
+    float16 the same; with dkv_float32 the replicated dK/dV go in float32,
+    more bytes. Both within the tolerance of the float64 reference; with 2
+    replicas the two give the same dk and dv bits (one rounding either
+    way)."""
+    res = part(ranks, "dkv")
+    check_errors(res, ["float32", "bfloat16", "float16"])
+    for r, x in enumerate(res):
+        b = x["bytes"]
+        for rnd, (f32, b16, h16, w16) in enumerate(zip(b["float32"], b["bfloat16"],
+                                                       b["float16"], b["bfloat16+dkv_f32"])):
+            assert b16 == h16, (r, rnd, b16, h16)
+            assert 2 * b16[1] == f32[1], (
+                "rank %d round %d: bf16 backward %d B is not half of fp32's %d B" % (
+                    r, rnd, b16[1], f32[1]))
+            assert w16[0] == b16[0] and w16[1] >= b16[1], (r, rnd, w16, b16)
+        assert any(w[1] > d[1] for w, d in zip(b["bfloat16+dkv_f32"], b["bfloat16"])), (
+            "rank %d: dkv_float32 sent no more bytes in any round: %s" % (r, b))
+        if ranks == 4:
+            assert x["same_bits"] == {"bfloat16": True, "float16": True}, (r, x["same_bits"])
+    total = {k: [sum(v[j] for x in res for v in x["bytes"][k]) for j in (0, 1)]
+             for k in res[0]["bytes"]}
+    print("bytes (fwd, bwd) summed over ranks and rounds:", json.dumps(total))
 
 
 @pytest.mark.parametrize("kind", ["static", "disjoint", "nested"])

@@ -49,7 +49,8 @@ TOL = {"float32": 2e-5, "bfloat16": 1.5e-2, "float16": 2e-3}
 def two_rank_plan():
     """Two rounds of different sizes: a degree-2 group (KV replicated for
     n_kv = 1), level-0 sequences on each rank, a one-token sequence; no
-    ring group (the device path refuses ring levels)."""
+    ring group (a ring on device memory is checked on a GPU by
+    perf/gpu_check_torch.py)."""
     lens = [37, 20, 1, 9, 14, 11, 52, 6, 13, 8]
     rounds = [[(0, 2, [0, 1, 2], 1), (0, 1, [3, 4], 1), (1, 1, [5], 1)],
               [(0, 2, [6], 1), (0, 1, [7], 1), (1, 1, [8, 9], 1)]]

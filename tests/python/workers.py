@@ -24,13 +24,15 @@ def load_plan(args):
     return nspcomm.Plan.from_json(open(args["plan"], "rb").read())
 
 
-def attn_run(comm, plan, args, rnd, q, k, v, do, dtype, tree=None):
-    """Forward + backward of this rank's rows of round rnd; returns per-tensor errors."""
+def attn_run(comm, plan, args, rnd, q, k, v, do, dtype, tree=None, grads=None):
+    """Forward + backward of this rank's rows of round rnd; returns per-tensor
+    errors (and, with grads a dict, puts dk and dv there)."""
     tree = tree or comm.tree(args.get("degrees"))
     lay = nspcomm.Layout(plan, rnd, comm.rank)
     idx = lay.token_index()
     a = nt.NestedAttention(tree, lay, args["nq"], args["nkv"], args["D"],
-                           max_slices=args.get("slices"))
+                           max_slices=args.get("slices"),
+                           dkv_float32=args.get("dkv_float32", False))
     ql, kl, vl = (t.index_select(0, idx).to(dtype).requires_grad_() for t in (q, k, v))
     o, lse = nt.nested_attention(ql, kl, vl, a, return_lse=True)
     o.backward(do.index_select(0, idx).to(dtype))
@@ -39,6 +41,8 @@ def attn_run(comm, plan, args, rnd, q, k, v, do, dtype, tree=None):
     ref = refs.reference(plan.seq_lens, seqs, q, k, v, do, args["nq"], args["nkv"],
                          in_dtype=dtype)
     errs = refs.compare(got, ref, idx)
+    if grads is not None:
+        grads.update(dk=kl.grad.detach().clone(), dv=vl.grad.detach().clone())
     stats = dict(a.last_fwd_stats, bwd_bytes=a.last_bwd_stats["bytes_sent"],
                  bwd_saved=a.last_bwd_saved)
     a.destroy()
@@ -66,6 +70,40 @@ def case_attn(comm, args):
                 [stats["bytes_sent"], stats["bwd_bytes"]])
             out["bwd_saved"] = out.get("bwd_saved", True) and stats["bwd_saved"]
     out["levels"] = [lv.degree for lv in lay.levels]
+    tree.destroy()
+    return out
+
+
+def case_dkv(comm, args):
+    """Replicated dK/dV summed on the wire in 16 bits (the default) and in
+    float32 (dkv_float32): per dtype and flag the bytes this rank sent per
+    round (forward, backward) and the errors against the reference; per
+    16-bit dtype whether both flags gave the same dk and dv bits."""
+    plan = load_plan(args)
+    torch.manual_seed(args.get("seed", 0))
+    T = sum(plan.seq_lens)
+    nq, nkv, D = args["nq"], args["nkv"], args["D"]
+    q, k = torch.rand(T, nq, D) * 4 - 2, torch.rand(T, nkv, D) * 4 - 2
+    v, do = torch.rand(T, nkv, D) * 2 - 1, torch.rand(T, nq, D) * 2 - 1
+    tree = comm.tree()
+    out = {"bytes": {}, "same_bits": {}}
+    for dt in ("float32", "bfloat16", "float16"):
+        for flag in ((False,) if dt == "float32" else (False, True)):
+            name = dt + ("+dkv_f32" if flag else "")
+            for rnd in range(plan.nrounds):
+                g = {}
+                errs, stats, _ = attn_run(comm, plan, dict(args, dkv_float32=flag), rnd, q, k,
+                                          v, do, getattr(torch, dt), tree, grads=g)
+                for key, e in errs.items():
+                    out["%s/%s" % (dt, key)] = max(out.get("%s/%s" % (dt, key), 0.0), e)
+                out["bytes"].setdefault(name, []).append([stats["bytes_sent"],
+                                                          stats["bwd_bytes"]])
+                if flag:
+                    dk0, dv0 = out.pop("_dk%d" % rnd), out.pop("_dv%d" % rnd)
+                    same = bool(torch.equal(g["dk"], dk0) and torch.equal(g["dv"], dv0))
+                    out["same_bits"][dt] = out["same_bits"].get(dt, True) and same
+                elif dt != "float32":
+                    out["_dk%d" % rnd], out["_dv%d" % rnd] = g["dk"], g["dv"]
     tree.destroy()
     return out
 
