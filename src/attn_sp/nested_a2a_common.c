@@ -105,8 +105,8 @@ nsp_status_t nsp_a2a_compare_hashes(const uint64_t *hashes, int nranks, const ch
  * type's size (SUM_F32: 4 bytes, SUM_BF16 and SUM_FP16: 2). */
 static nsp_status_t check_replicas(nsp_a2a_replicas_t mode, size_t es, const char *what)
 {
-    static const char *const names[] = {"REPLICAS_FIRST", "REPLICAS_SUM_F32",
-                                        "REPLICAS_SUM_BF16", "REPLICAS_SUM_FP16"};
+    static const char *const names[] = {"the first replica", "the float32 sum",
+                                        "the bfloat16 sum", "the float16 sum"};
     size_t need = nsp_rs_elem_bytes((int32_t)mode);
 
     if ((unsigned)mode >= sizeof(names) / sizeof(names[0])) {
@@ -114,8 +114,8 @@ static nsp_status_t check_replicas(nsp_a2a_replicas_t mode, size_t es, const cha
                          what, (int)mode);
     }
     if (need != 0 && es != need) {
-        return nsp_error(NSP_ERR_INVALID_ARG, "%s: %s sums %zu-byte elements, elem_size is %zu",
-                         what, names[mode], need, es);
+        return nsp_error(NSP_ERR_INVALID_ARG, "%s: replicas %d (%s) adds %zu-byte elements, "
+                         "elem_size is %zu", what, (int)mode, names[mode], need, es);
     }
     return NSP_OK;
 }
