@@ -78,6 +78,23 @@ static nsp_status_t cuda_sync(void *stream)
     return NSP_OK;
 }
 
+/* Nothing to bind: the caller's NULL stream is NULL, the kernel as given. */
+static nsp_status_t cuda_bind(nsp_comm_t *world, const nsp_attn_params_t *attn,
+                             nsp_attn_kernel_t *kernel, void **stream, void **state)
+{
+    (void)world;
+    (void)attn;
+    (void)kernel;
+    *stream = NULL;
+    *state  = NULL;
+    return NSP_OK;
+}
+
+static void cuda_unbind(void *state)
+{
+    (void)state;
+}
+
 static const nsp_attn_mem_t cuda_attn = {
     .name         = "cuda",
     .check_kernel = cuda_check_kernel,
@@ -86,6 +103,8 @@ static const nsp_attn_mem_t cuda_attn = {
     .buffer       = cuda_buffer,
     .release      = cuda_release,
     .sync         = cuda_sync,
+    .bind         = cuda_bind,
+    .unbind       = cuda_unbind,
 };
 
 const nsp_memtype_t nsp_memtype_cuda = {
@@ -96,4 +115,5 @@ const nsp_memtype_t nsp_memtype_cuda = {
     .pack   = &nsp_pack_ops_cuda,
     .reduce = &nsp_reduce_ops_cuda,
     .attn   = &cuda_attn,
+    .device = nsp_memtype_no_device,
 };
