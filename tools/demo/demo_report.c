@@ -779,8 +779,11 @@ static void json_session_summary(nsp_json_writer_t *w, const demo_t *demo, int s
     }
     nsp_json_end(w);
     nsp_json_begin_object(w, "speedup_of_nested", 0);
-    for (int p = 0; p < 2; ++p) {
+    for (int p = 0; p < DEMO_NPLANNERS; ++p) {
         char key[32];
+        if (p == 2) {
+            continue; /* nested itself */
+        }
         snprintf(key, sizeof(key), "over_%s", demo_planner_names[p]);
         nsp_json_begin_object(w, key, 1);
         nsp_json_double(w, "predicted", safe_ratio(a[p].pred_step, n->pred_step));
