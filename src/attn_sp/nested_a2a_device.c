@@ -48,7 +48,8 @@
 #include <string.h>
 
 #define DEV_WHAT      "nested all-to-all (device)"
-#define DEV_CACHE_MAX 8 /* layouts whose device tables a world keeps */
+#define DEV_CACHE_MAX 64 /* layouts whose device tables a world keeps (the demo holds every
+                            round of 4 planners x 2 modes at once) */
 
 /* ---- state a world keeps between exchanges --------------------------------- */
 
