@@ -74,6 +74,12 @@ def model_hide(pred, plan):
     return serial / best if best > 0 else 1.0
 
 
+def busiest(pred):
+    """(compute, exchange) predicted for the rank with the longest time."""
+    r = max(range(len(pred["rank_s"])), key=lambda i: pred["rank_s"][i])
+    return pred["rank_comp_s"][r], pred["rank_comm_s"][r]
+
+
 def one_run(doc):
     sess = next(iter(doc["sessions"].values()))
     plans = sess["batches"][0]["plans"]
@@ -90,6 +96,8 @@ def one_run(doc):
             "serial_over_pipelined": med([s / q for s, q in zip(sw, pw)]),
             "model_serial_over_pipelined": model_hide(plans[p]["predicted"], plans[p]["plan"]),
             "predicted_s": plans[p]["predicted"]["step_s"],
+            "model_comp_s": busiest(plans[p]["predicted"])[0],
+            "model_comm_s": busiest(plans[p]["predicted"])[1],
             "wall_reps_s": pw,
         }
     res["predicted_over_measured"] = {
@@ -152,6 +160,9 @@ def text_block(key, wl, res):
     pip = ", ".join("%s %.3fx (model %.2fx) %s" % (x["planner"], x["measured"], x["model"],
                                                    "met" if x["met"] else "MISSED")
                     for x in t["pipelining"]) or "none: the model says no level can hide 20 %"
+    n = res["planners"]["nested"]
+    lines.append("model, nested, busiest rank: compute %s ms, exchange %s ms" % (
+        fmt_ms(n["model_comp_s"]), fmt_ms(n["model_comm_s"])))
     lines.append("targets: pipelined >= 1.2x serial where the model allows it: " + pip)
     lines.append("         nested >= 1.2x static: %s; >= 1.1x megatron: %s; predicted within "
                  "15 %%: %s" % (
