@@ -98,10 +98,3 @@ nsp_status_t nsp_memtype_of(nsp_comm_t *world, const nsp_memtype_t **memtype)
     return nsp_error(NSP_ERR_UNSUPPORTED, "the '%s' backend moves memory of type %d, which no "
                      "memory type of this library serves", ops->name, (int)ops->mem_type);
 }
-
-nsp_status_t nsp_memtype_no_device(nsp_comm_t *world, void **ctx)
-{
-    (void)world;
-    *ctx = NULL; /* CUDA: the thread's current device; host memory: none */
-    return NSP_OK;
-}

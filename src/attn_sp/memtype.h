@@ -67,7 +67,5 @@ extern const nsp_memtype_t nsp_memtype_host;
 extern const nsp_memtype_t nsp_memtype_cuda; /* CUDA builds only */
 extern const nsp_memtype_t nsp_memtype_emu;
 
-/** A memory type's `device` where there is no context (host, cuda). */
-nsp_status_t nsp_memtype_no_device(nsp_comm_t *world, void **ctx);
 
 #endif /* NSP_ATTN_SP_MEMTYPE_H_ */

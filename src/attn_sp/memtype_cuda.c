@@ -107,6 +107,14 @@ static const nsp_attn_mem_t cuda_attn = {
     .unbind       = cuda_unbind,
 };
 
+/* No device context: the thread's current CUDA device. */
+static nsp_status_t cuda_device(nsp_comm_t *world, void **ctx)
+{
+    (void)world;
+    *ctx = NULL;
+    return NSP_OK;
+}
+
 const nsp_memtype_t nsp_memtype_cuda = {
     .name   = "cuda",
     .mem    = NSP_MEM_CUDA,
@@ -115,5 +123,5 @@ const nsp_memtype_t nsp_memtype_cuda = {
     .pack   = &nsp_pack_ops_cuda,
     .reduce = &nsp_reduce_ops_cuda,
     .attn   = &cuda_attn,
-    .device = nsp_memtype_no_device,
+    .device = cuda_device,
 };

@@ -219,6 +219,14 @@ static const nsp_devops_t host_devops = {
     .launch_host       = none_launch_host,
 };
 
+/* No device context: host memory has no device. */
+static nsp_status_t host_device(nsp_comm_t *world, void **ctx)
+{
+    (void)world;
+    *ctx = NULL;
+    return NSP_OK;
+}
+
 const nsp_memtype_t nsp_memtype_host = {
     .name   = "host",
     .mem    = NSP_MEM_HOST,
@@ -227,5 +235,5 @@ const nsp_memtype_t nsp_memtype_host = {
     .pack   = &nsp_pack_ops_host,
     .reduce = &nsp_reduce_ops_host,
     .attn   = &host_attn,
-    .device = nsp_memtype_no_device,
+    .device = host_device,
 };
