@@ -437,6 +437,7 @@ static int rank_drop(int rank, int nranks, void *arg)
     double             t0;
     nsp_status_t       st;
 
+    memset(&b, 0, sizeof(b));
     if (join(&c, mc, rank, nranks) != 0) {
         return 2;
     }
@@ -459,7 +460,7 @@ static int rank_drop(int rank, int nranks, void *arg)
     nsp_layout_free(lay);
     mp_comm_tree_free(c.comm, c.tree);
     mp_set_value(V_TEARDOWN_S, nsp_emu_now() - t0);
-    /* the buffers are left: a failed exchange may write them until the world is gone */
+    bufs_free(&b); /* only now: a failed exchange may write them until the world is gone */
     return 0;
 }
 
