@@ -26,9 +26,10 @@ if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
         make -C build-asan -j"$jobs" check
 fi
 if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
-    # Threads with a world each (tests/a2a/test_a2a_worlds); UCX itself is
+    # Threads with a world each (tests/a2a/test_a2a_worlds), the emulated
+    # device alone and under nested attention over UCX; UCX itself is
     # not instrumented and needed no suppressions (UCX 1.13).
-    tsan_tests="tests/a2a/test_a2a_worlds tests/emu/test_emu_device"
+    tsan_tests="tests/a2a/test_a2a_worlds tests/emu/test_emu_device tests/emu/test_emu_attn"
     echo "== $tsan_tests under ThreadSanitizer (build-tsan/)"
     configured build-tsan --enable-tsan
     UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \

@@ -10,6 +10,10 @@
  *          the caller's stream (nsp_nested_attn_set_stream), the
  *          exchanges run on the device engine's level streams and wait for
  *          that stream on the GPU (memtype_cuda.c, CUDA builds)
+ *   emu    host buffers; the kernel is the emulated device's timed kernel
+ *          on the caller's stream (the world's default emulated stream
+ *          unless set), in math mode also running the given kernel
+ *          (memtype_emu.c)
  *
  * Every entry of every table is set; what a memory type cannot do returns
  * NSP_ERR_UNSUPPORTED with a message that says why and what to use, as
@@ -52,11 +56,21 @@ typedef struct nsp_attn_mem {
     nsp_status_t (*copy)(void *dst, const void *src, size_t bytes, void *stream);
     /** Set `bytes` of dst to zero, in order on `stream`. Errors: as copy. */
     nsp_status_t (*zero)(void *dst, size_t bytes, void *stream);
+    /** At create, once the kernel is chosen: *stream = the stream the
+     *  caller's NULL stands for (host, cuda: NULL; emu: the world's default
+     *  emulated stream), and *kernel as it runs on this memory (emu: the
+     *  timed kernel, wrapping the given one for math mode, with what it
+     *  needs in *state). `attn` holds the model's heads. On error nothing
+     *  is changed. *state (NULL where nothing is kept) goes to unbind. */
+    nsp_status_t (*bind)(nsp_comm_t *world, const nsp_attn_params_t *attn,
+                         nsp_attn_kernel_t *kernel, void **stream, void **state);
+    /** Free what bind kept (NULL: no-op), once no kernel of it is queued. */
+    void (*unbind)(void *state);
 } nsp_attn_mem_t;
 
 #define NSP_ATTN_MEM_ENTRIES(X)                                                     \
     X(check_kernel) X(check_level) X(check_stream) X(buffer) X(release) X(sync)     \
-    X(copy) X(zero)
+    X(copy) X(zero) X(bind) X(unbind)
 NSP_TABLE_COMPLETE(nsp_attn_mem_t, check_kernel, NSP_ATTN_MEM_ENTRIES);
 
 #endif /* NSP_ATTN_SP_ATTN_MEM_H_ */

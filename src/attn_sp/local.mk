@@ -16,7 +16,8 @@ libnspcomm_la_SOURCES += \
 	src/attn_sp/nested_a2a_device.c \
 	src/attn_sp/nested_a2a_api.c \
 	src/attn_sp/memtype.c \
-	src/attn_sp/memtype_host.c
+	src/attn_sp/memtype_host.c \
+	src/attn_sp/memtype_emu.c
 noinst_HEADERS += \
 	src/attn_sp/a2a_bytes.h \
 	src/attn_sp/layout.h \
@@ -24,6 +25,7 @@ noinst_HEADERS += \
 	src/attn_sp/pack_ops.h \
 	src/attn_sp/replica_sum.h \
 	src/attn_sp/memtype.h \
+	src/attn_sp/memtype_emu.h \
 	src/attn_sp/nested_a2a.h \
 	src/attn_sp/nested_a2a_common.h \
 	src/attn_sp/nested_a2a_engine.h \

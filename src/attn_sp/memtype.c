@@ -6,18 +6,21 @@
 
 #include "attn_sp/memtype.h"
 
+#include "attn_sp/memtype_emu.h"
 #include "common/log.h"
 #include "transport/comm.h"
 
 #include <string.h>
 
 /* Entries built into this library, one line each. For a transport's memory
- * the first entry serving it is the default. */
+ * the first entry serving it is the default ("emu" serves host memory too,
+ * but only a world with NSPCOMM_DEVICE=emu:FILE gets it). */
 static const nsp_memtype_t *const memtypes[] = {
     &nsp_memtype_host,
 #ifdef NSP_HAVE_CUDA
     &nsp_memtype_cuda,
 #endif
+    &nsp_memtype_emu,
 };
 
 /* Every memory type nspcomm knows, built or not, with how to get it. */
@@ -28,6 +31,7 @@ static const struct {
 } memtypes_known[] = {
     {"host", NSP_MEM_HOST, "it is always built with the communication layer"},
     {"cuda", NSP_MEM_CUDA, "configure --with-cuda (and --with-nccl for its transport)"},
+    {"emu", NSP_MEM_HOST, "it is always built with the communication layer"},
 };
 
 #define MEMTYPES_N ((int)(sizeof(memtypes) / sizeof(memtypes[0])))
@@ -60,16 +64,22 @@ nsp_status_t nsp_memtype_find(const char *name, const nsp_memtype_t **memtype)
                              "library: %s", name, memtypes_known[i].how);
         }
     }
-    return nsp_error(NSP_ERR_NOT_FOUND, "unknown memory type '%s': use \"host\" or \"cuda\"",
+    return nsp_error(NSP_ERR_NOT_FOUND, "unknown memory type '%s': use \"host\", \"cuda\" or \"emu\"",
                      name);
 }
 
 nsp_status_t nsp_memtype_of(nsp_comm_t *world, const nsp_memtype_t **memtype)
 {
     const nsp_tp_ops_t *ops;
+    int                 emu = 0;
 
     if (world == NULL || memtype == NULL) {
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_memtype_of: NULL argument");
+    }
+    NSP_CHECK(nsp_memtype_emu_select(world, &emu)); /* NSPCOMM_DEVICE=emu:FILE */
+    if (emu) {
+        *memtype = &nsp_memtype_emu;
+        return NSP_OK;
     }
     ops = nsp_comm_tp(world)->ops;
     for (int i = 0; i < MEMTYPES_N; ++i) {

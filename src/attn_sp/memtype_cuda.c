@@ -92,6 +92,23 @@ static nsp_status_t cuda_zero(void *dst, size_t bytes, void *stream)
     return NSP_OK;
 }
 
+/* Nothing to bind: the caller's NULL stream is NULL, the kernel as given. */
+static nsp_status_t cuda_bind(nsp_comm_t *world, const nsp_attn_params_t *attn,
+                             nsp_attn_kernel_t *kernel, void **stream, void **state)
+{
+    (void)world;
+    (void)attn;
+    (void)kernel;
+    *stream = NULL;
+    *state  = NULL;
+    return NSP_OK;
+}
+
+static void cuda_unbind(void *state)
+{
+    (void)state;
+}
+
 static const nsp_attn_mem_t cuda_attn = {
     .name         = "cuda",
     .check_kernel = cuda_check_kernel,
@@ -102,7 +119,17 @@ static const nsp_attn_mem_t cuda_attn = {
     .sync         = cuda_sync,
     .copy         = cuda_copy,
     .zero         = cuda_zero,
+    .bind         = cuda_bind,
+    .unbind       = cuda_unbind,
 };
+
+/* No device context: the thread's current CUDA device. */
+static nsp_status_t cuda_device(nsp_comm_t *world, void **ctx)
+{
+    (void)world;
+    *ctx = NULL;
+    return NSP_OK;
+}
 
 const nsp_memtype_t nsp_memtype_cuda = {
     .name   = "cuda",
@@ -112,4 +139,5 @@ const nsp_memtype_t nsp_memtype_cuda = {
     .pack   = &nsp_pack_ops_cuda,
     .reduce = &nsp_reduce_ops_cuda,
     .attn   = &cuda_attn,
+    .device = cuda_device,
 };

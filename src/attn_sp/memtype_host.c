@@ -88,6 +88,23 @@ static nsp_status_t host_zero(void *dst, size_t bytes, void *stream)
     return NSP_OK;
 }
 
+/* Nothing to bind: the caller's NULL stream is NULL, the kernel as given. */
+static nsp_status_t host_bind(nsp_comm_t *world, const nsp_attn_params_t *attn,
+                             nsp_attn_kernel_t *kernel, void **stream, void **state)
+{
+    (void)world;
+    (void)attn;
+    (void)kernel;
+    *stream = NULL;
+    *state  = NULL;
+    return NSP_OK;
+}
+
+static void host_unbind(void *state)
+{
+    (void)state;
+}
+
 static const nsp_attn_mem_t host_attn = {
     .name         = "host",
     .check_kernel = host_check_kernel,
@@ -98,6 +115,8 @@ static const nsp_attn_mem_t host_attn = {
     .sync         = host_sync,
     .copy         = host_copy,
     .zero         = host_zero,
+    .bind         = host_bind,
+    .unbind       = host_unbind,
 };
 
 /* ---- device operations: none on host memory ------------------------------- */
@@ -108,14 +127,16 @@ static nsp_status_t no_device(const char *what)
                      "work runs on the calling thread", what);
 }
 
-static nsp_status_t none_device_current(int *device)
+static nsp_status_t none_device_current(void *ctx, int *device)
 {
+    (void)ctx;
     (void)device;
     return no_device("device_current");
 }
 
-static nsp_status_t none_stream_create(int priority, void **stream)
+static nsp_status_t none_stream_create(void *ctx, int priority, void **stream)
 {
+    (void)ctx;
     (void)priority;
     (void)stream;
     return no_device("stream_create");
@@ -126,8 +147,9 @@ static void none_destroy(void *object)
     (void)object; /* no create ever gave one */
 }
 
-static nsp_status_t none_event_create(void **event)
+static nsp_status_t none_event_create(void *ctx, void **event)
 {
+    (void)ctx;
     (void)event;
     return no_device("event_create");
 }
@@ -167,8 +189,9 @@ static nsp_status_t none_memcpy_async(void *dst, const void *src, size_t bytes, 
     return no_device("memcpy_async");
 }
 
-static nsp_status_t none_pool_create(int device, void **pool)
+static nsp_status_t none_pool_create(void *ctx, int device, void **pool)
 {
+    (void)ctx;
     (void)device;
     (void)pool;
     return no_device("pool_create");
@@ -217,6 +240,14 @@ static const nsp_devops_t host_devops = {
     .launch_host       = none_launch_host,
 };
 
+/* No device context: host memory has no device. */
+static nsp_status_t host_device(nsp_comm_t *world, void **ctx)
+{
+    (void)world;
+    *ctx = NULL;
+    return NSP_OK;
+}
+
 const nsp_memtype_t nsp_memtype_host = {
     .name   = "host",
     .mem    = NSP_MEM_HOST,
@@ -225,4 +256,5 @@ const nsp_memtype_t nsp_memtype_host = {
     .pack   = &nsp_pack_ops_host,
     .reduce = &nsp_reduce_ops_host,
     .attn   = &host_attn,
+    .device = host_device,
 };

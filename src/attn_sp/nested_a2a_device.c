@@ -48,7 +48,8 @@
 #include <string.h>
 
 #define DEV_WHAT      "nested all-to-all (device)"
-#define DEV_CACHE_MAX 8 /* layouts whose device tables a world keeps */
+#define DEV_CACHE_MAX 64 /* layouts whose device tables a world keeps (the demo holds every
+                            round of 4 planners x 2 modes at once) */
 
 /* ---- state a world keeps between exchanges --------------------------------- */
 
@@ -66,6 +67,7 @@ typedef struct dev_entry {
  * all made by one memory type on one device. */
 typedef struct dev_world {
     const nsp_memtype_t *mem;     /* whose devops and kernels made them; NULL: nothing yet */
+    void                *ctx;     /* its device context (memtype device(); NULL on CUDA) */
     int                  device;
     nsp_dev_streams_t   *streams; /* NSP_TREE_MAX_LEVELS level streams */
     void                *pool;    /* scratch, stream-ordered */
@@ -124,16 +126,19 @@ static nsp_status_t dev_world(nsp_comm_t *world, dev_world_t **out)
     return NSP_OK;
 }
 
-/* Streams and the scratch pool of `mem` on its current device (made again
- * when the caller moved to another device with no exchange holding them). */
-static nsp_status_t dev_setup(dev_world_t *dw, const nsp_memtype_t *mem)
+/* Streams and the scratch pool of `mem` on its current device of `world`
+ * (made again when the caller moved to another device with no exchange
+ * holding them). */
+static nsp_status_t dev_setup(dev_world_t *dw, const nsp_memtype_t *mem, nsp_comm_t *world)
 {
     const nsp_devops_t *ops = mem->devops;
+    void               *ctx = NULL;
     int                 dev = 0;
     nsp_status_t        status;
 
-    NSP_CHECK(ops->device_current(&dev));
-    if (dw->mem == mem && dw->device == dev) {
+    NSP_CHECK(mem->device(world, &ctx));
+    NSP_CHECK(ops->device_current(ctx, &dev));
+    if (dw->mem == mem && dw->device == dev && dw->ctx == ctx) {
         return NSP_OK;
     }
     if (dw->mem != NULL && dw->handles > 0) {
@@ -142,9 +147,10 @@ static nsp_status_t dev_setup(dev_world_t *dw, const nsp_memtype_t *mem)
                          dw->device, dw->mem->name, dev, mem->name, dw->handles);
     }
     dev_world_clear(dw);
-    NSP_CHECK(nsp_dev_streams_create(ops, NSP_TREE_MAX_LEVELS, 1, &dw->streams));
-    NSP_CHECK_GOTO(ops->pool_create(dev, &dw->pool), status, err_free_streams);
+    NSP_CHECK(nsp_dev_streams_create(ops, ctx, NSP_TREE_MAX_LEVELS, 1, &dw->streams));
+    NSP_CHECK_GOTO(ops->pool_create(ctx, dev, &dw->pool), status, err_free_streams);
     dw->mem    = mem;
+    dw->ctx    = ctx;
     dw->device = dev;
     return NSP_OK;
 err_free_streams:
@@ -498,7 +504,7 @@ static nsp_status_t level_derive(nsp_a2a_t *a, nsp_a2a_level_t *L)
         return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate level %d", DEV_WHAT, L->level);
     }
     if (!dev_of(a)->stream_ordered) {
-        NSP_CHECK(dops(a)->event_create(&D->packed));
+        NSP_CHECK(dops(a)->event_create(dev_of(a)->dw->ctx, &D->packed));
     }
     NSP_DEBUG("%s %s: level %d degree %d (group %d..%d, %s), %d seqs, sends %zu B, receives "
               "%zu B%s", DEV_WHAT, a->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", L->level, d,
@@ -520,7 +526,7 @@ static nsp_status_t dev_derive(nsp_a2a_t *a)
     /* steps of a level: [open,] [post,] [exchange,] [unpack,] [event] */
     a->max_steps = a->gated + (h->stream_ordered ? 2 : 4);
     NSP_CHECK(dev_world(a->comm, &h->dw));
-    NSP_CHECK(dev_setup(h->dw, a->mem));
+    NSP_CHECK(dev_setup(h->dw, a->mem, a->comm));
     NSP_CHECK(dev_tables(h->dw, a, &h->entry));
     ++h->entry->live;
     ++h->dw->handles;
@@ -532,7 +538,7 @@ static nsp_status_t dev_derive(nsp_a2a_t *a)
             return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate level %d", DEV_WHAT, l);
         }
         D->stream = nsp_dev_streams_get(h->dw->streams, l);
-        NSP_CHECK(dops(a)->event_create(&D->done));
+        NSP_CHECK(dops(a)->event_create(h->dw->ctx, &D->done));
         if (l > 0) {
             NSP_CHECK(level_derive(a, L));
         }
@@ -553,7 +559,7 @@ static nsp_status_t dev_start(nsp_a2a_t *a)
                          "nsp_a2a_create_gated(), nsp_a2a_start() and nsp_a2a_open()",
                          DEV_WHAT);
     }
-    NSP_CHECK(dops(a)->device_current(&dev));
+    NSP_CHECK(dops(a)->device_current(h->dw->ctx, &dev));
     if (dev != h->dw->device) {
         return nsp_error(NSP_ERR_INVALID_ARG, "%s: the current device is %d, but the exchange "
                          "was created on device %d", DEV_WHAT, dev, h->dw->device);

@@ -62,6 +62,8 @@ struct nsp_nested_attn {
     const nsp_attn_mem_t    *mem;       /* of the world's memory type (memtype.h) */
     const nsp_reduce_ops_t  *reduce;    /* its reductions */
     void                    *stream;    /* the caller's (nsp_nested_attn_set_stream) */
+    void                    *stream0;   /* what the caller's NULL stands for (mem->bind) */
+    void                    *mem_state; /* what mem->bind kept (the emulated kernel's) */
     nsp_tree_t              *tree;
     nsp_comm_t              *world;
     const nsp_layout_t      *layout;
@@ -363,6 +365,8 @@ static nsp_status_t create_local(nsp_nested_attn_t *a, const nsp_nested_attn_par
     NSP_CHECK(read_params(a, params));
     NSP_CHECK(check_world(a));
     NSP_CHECK(a->mem->check_kernel(!(params->field_mask & NSP_NESTED_ATTN_FIELD_KERNEL)));
+    NSP_CHECK(a->mem->bind(a->world, &a->attn, &a->kernel, &a->stream0, &a->mem_state));
+    a->stream = a->stream0;
     NSP_CHECK(nsp_layout_head_rows(a->layout, a->attn.q_heads, &a->rows_q));
     NSP_CHECK(nsp_layout_head_rows(a->layout, a->attn.kv_heads, &a->rows_kv));
     a->levels = calloc((size_t)a->info.nlevels, sizeof(*a->levels));
@@ -524,6 +528,9 @@ nsp_status_t nsp_nested_attn_destroy(nsp_nested_attn_t *a)
     for (int b = 0; b < B_COUNT && a->mem != NULL; ++b) {
         a->mem->release(a->buf[b]);
     }
+    if (a->mem != NULL) {
+        a->mem->unbind(a->mem_state); /* no call is in flight between calls */
+    }
     free(a);
     return NSP_OK;
 }
@@ -534,7 +541,7 @@ nsp_status_t nsp_nested_attn_set_stream(nsp_nested_attn_t *a, void *stream)
         return nsp_error(NSP_ERR_INVALID_ARG, "nsp_nested_attn_set_stream: attn is NULL");
     }
     NSP_CHECK(a->mem->check_stream(stream));
-    a->stream = stream;
+    a->stream = stream != NULL ? stream : a->stream0;
     return NSP_OK;
 }
 

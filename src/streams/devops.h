@@ -6,6 +6,8 @@
  * the same ordering, gating and completion code runs on every kind:
  *
  *   cuda   the CUDA runtime (devops_cuda.c, CUDA builds)
+ *   emu    the emulated device of emu_device.h (devops_emu.c): streams on
+ *          host threads, host memory, timed kernels
  *
  * A memory type's entry (src/attn_sp/memtype.h) names its table; kernels
  * that are specific to a device (pack, reductions) are in that entry, not
@@ -30,6 +32,17 @@
  *            back memory in stream order: alloc_async's memory may be used
  *            by work enqueued on `stream` after it; free_async returns it
  *            once the work enqueued on `stream` before it ran.
+ *
+ * The device: the four entries that make something or name the device
+ * (device_current, stream_create, event_create, pool_create) take `ctx`,
+ * the device context the memory type gives for a world (memtype.h
+ * `device`): NULL on CUDA, which has a current device per thread; the
+ * nsp_emu_device_t of the world on the emulated device. The other entries
+ * find the device from the stream, event or pointer they are given; a NULL
+ * stream (the default stream) is found from the event where there is one
+ * (event_record, stream_wait_event), and refused by the emulated entries
+ * that have none to find it from (memcpy_async, alloc_async, free_async,
+ * stream_sync, launch_host): callers pass the default stream's handle.
  *
  * Ownership: what a *_create makes is owned by the caller until its
  * *_destroy; a destroy may be called while recorded or enqueued work is
@@ -56,17 +69,17 @@ typedef struct nsp_devops {
     const char *name;
     /** The device this thread's work goes to (CUDA: cudaGetDevice), so a
      *  caller can tell when it moved. */
-    nsp_status_t (*device_current)(int *device);
+    nsp_status_t (*device_current)(void *ctx, int *device);
     /** A new non-blocking stream on the current device (no implicit order
      *  with the default stream). priority >= 0 counts down from the most
      *  urgent the device offers (0: the most urgent, k: k steps less,
      *  clamped at its least urgent); NSP_DEV_PRIORITY_DEFAULT: the least
      *  urgent. */
-    nsp_status_t (*stream_create)(int priority, void **stream);
+    nsp_status_t (*stream_create)(void *ctx, int priority, void **stream);
     /** Destroy a stream (NULL: no-op); its enqueued work still runs. */
     void (*stream_destroy)(void *stream);
     /** A new event, never recorded. */
-    nsp_status_t (*event_create)(void **event);
+    nsp_status_t (*event_create)(void *ctx, void **event);
     /** Destroy an event (NULL: no-op), also while recorded work is pending. */
     void (*event_destroy)(void *event);
     /** Capture the work enqueued on `stream` so far in `event`. */
@@ -86,7 +99,7 @@ typedef struct nsp_devops {
     nsp_status_t (*memcpy_async)(void *dst, const void *src, size_t bytes, void *stream);
     /** A pool of device memory on device `device` that keeps what is freed
      *  for the next allocations (scratch of every exchange of a world). */
-    nsp_status_t (*pool_create)(int device, void **pool);
+    nsp_status_t (*pool_create)(void *ctx, int device, void **pool);
     /** Destroy a pool (NULL: no-op); memory still allocated or pending a
      *  free is released once its frees completed. */
     void (*pool_destroy)(void *pool);
@@ -111,5 +124,7 @@ NSP_TABLE_COMPLETE(nsp_devops_t, device_current, NSP_DEVOPS_ENTRIES);
 
 /** The CUDA runtime (CUDA builds only). */
 extern const nsp_devops_t nsp_devops_cuda;
+/** The emulated device (emu_device.h; ctx: its nsp_emu_device_t). */
+extern const nsp_devops_t nsp_devops_emu;
 
 #endif /* NSP_STREAMS_DEVOPS_H_ */

@@ -16,16 +16,19 @@
 
 #define DEV_WHAT "cuda device"
 
-static nsp_status_t cuda_device_current(int *device)
+static nsp_status_t cuda_device_current(void *ctx, int *device)
 {
+    (void)ctx; /* the thread's current device */
     NSP_CUDA_CHECK(cudaGetDevice(device), DEV_WHAT);
     return NSP_OK;
 }
 
-static nsp_status_t cuda_stream_create(int priority, void **stream)
+static nsp_status_t cuda_stream_create(void *ctx, int priority, void **stream)
 {
     int          least = 0, greatest = 0, prio;
     cudaStream_t s;
+
+    (void)ctx;
 
     /* Lower numbers are higher priorities: greatest <= least. */
     NSP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest), DEV_WHAT);
@@ -45,9 +48,11 @@ static void cuda_stream_destroy(void *stream)
     }
 }
 
-static nsp_status_t cuda_event_create(void **event)
+static nsp_status_t cuda_event_create(void *ctx, void **event)
 {
     cudaEvent_t e;
+
+    (void)ctx;
 
     NSP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), DEV_WHAT);
     *event = (void *)e;
@@ -100,13 +105,14 @@ static nsp_status_t cuda_memcpy_async(void *dst, const void *src, size_t bytes, 
     return NSP_OK;
 }
 
-static nsp_status_t cuda_pool_create(int device, void **pool)
+static nsp_status_t cuda_pool_create(void *ctx, int device, void **pool)
 {
     struct cudaMemPoolProps props;
     cudaMemPool_t           p;
     uint64_t                keep = UINT64_MAX;
     nsp_status_t            status;
 
+    (void)ctx;
     memset(&props, 0, sizeof(props));
     props.allocType     = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;

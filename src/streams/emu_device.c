@@ -64,8 +64,10 @@ static void emu_trace_add(nsp_emu_device_t *dev, const emu_stream_t *s, const em
     e->status    = status;
 }
 
-/* The first failed kernel decides the device's error (logged here, once). */
-static void emu_set_error(nsp_emu_device_t *dev, const emu_stream_t *s, nsp_status_t status)
+/* The first failed kernel (or host op) decides the device's error (logged
+ * here, once). */
+static void emu_set_error(nsp_emu_device_t *dev, const emu_stream_t *s, nsp_status_t status,
+                          const char *what)
 {
     const char *why = nsp_last_error(); /* the kernel's, in this thread */
 
@@ -73,8 +75,8 @@ static void emu_set_error(nsp_emu_device_t *dev, const emu_stream_t *s, nsp_stat
         return;
     }
     snprintf(dev->error_msg, sizeof(dev->error_msg),
-             "%s: a timed kernel on stream %d failed (%s: %s); the device drops what is "
-             "queued, destroy it", EMU_WHAT, s->id, nsp_status_string(status),
+             "%s: a %s on stream %d failed (%s: %s); the device drops what is "
+             "queued, destroy it", EMU_WHAT, what, s->id, nsp_status_string(status),
              why != NULL && why[0] != '\0' ? why : "no message");
     dev->error = nsp_error(status, "%s", dev->error_msg);
     pthread_cond_broadcast(&dev->changed);
@@ -137,7 +139,7 @@ static nsp_status_t emu_run_kernel(emu_stream_t *s, emu_op_t *op)
     dev->stats.kernel_busy_s += nsp_emu_now() - op->t_start;
     pthread_cond_broadcast(&dev->changed);
     if (status != NSP_OK) {
-        emu_set_error(dev, s, status);
+        emu_set_error(dev, s, status, "timed kernel");
     }
     return status;
 }
@@ -150,18 +152,23 @@ static nsp_status_t emu_run_wait(nsp_emu_device_t *dev, const emu_mark_t *mark)
     return mark->done ? NSP_OK : emu_dropping(dev);
 }
 
-/* Run the payload of op outside the lock. */
-static void emu_run_unlocked(nsp_emu_device_t *dev, emu_op_t *op)
+/* Run the payload of op outside the lock: its status (a host op's). */
+static nsp_status_t emu_run_unlocked(nsp_emu_device_t *dev, emu_op_t *op)
 {
+    nsp_status_t status = NSP_OK;
+
     pthread_mutex_unlock(&dev->lock);
     if (op->kind == NSP_EMU_OP_COPY) {
         memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.bytes);
+    } else if (op->kind == NSP_EMU_OP_HOST && op->u.host.op != NULL) {
+        status = op->u.host.op(op->u.host.arg);
     } else if (op->kind == NSP_EMU_OP_HOST) {
         op->u.host.fn(op->u.host.arg);
     } else {
         free(op->u.ptr);
     }
     pthread_mutex_lock(&dev->lock);
+    return status;
 }
 
 /* Run the head op of s: its status (the reason when it was dropped). Frees
@@ -170,9 +177,11 @@ static nsp_status_t emu_run(emu_stream_t *s, emu_op_t *op)
 {
     nsp_emu_device_t *dev = s->dev;
 
+    nsp_status_t      status;
+
     op->t_start = nsp_emu_now();
     if (op->kind == NSP_EMU_OP_FREE) {
-        emu_run_unlocked(dev, op);
+        (void)emu_run_unlocked(dev, op);
         return NSP_OK;
     }
     if (op->kind == NSP_EMU_OP_RECORD) {
@@ -188,8 +197,11 @@ static nsp_status_t emu_run(emu_stream_t *s, emu_op_t *op)
     if (op->kind == NSP_EMU_OP_WAIT) {
         return emu_run_wait(dev, op->u.mark);
     }
-    emu_run_unlocked(dev, op);
-    return NSP_OK;
+    status = emu_run_unlocked(dev, op);
+    if (status != NSP_OK) {
+        emu_set_error(dev, s, status, "host op");
+    }
+    return status;
 }
 
 static void emu_complete(emu_stream_t *s, emu_op_t *op, nsp_status_t status)

@@ -213,6 +213,19 @@ nsp_status_t nsp_emu_free_async(void *p, void *stream);
  *  fn), NSP_ERR_NO_MEMORY, the sticky error. */
 nsp_status_t nsp_emu_launch_host(void *stream, nsp_emu_host_fn_t fn, void *arg);
 
+/** A host op in stream order: fn(arg) on the stream's thread, as
+ *  nsp_emu_launch_host, whose status counts: an error becomes the device's
+ *  sticky error (as a failed kernel's; the message names the op), so work
+ *  that depends on it is dropped and its events report it. Runs in timing
+ *  mode too (the exchanges' pack and unpack). Errors: as
+ *  nsp_emu_launch_host. */
+nsp_status_t nsp_emu_launch_host_op(void *stream, nsp_emu_kernel_fn_t fn, void *arg);
+
+/** The device of a live stream or event, or NULL when it is not one (the
+ *  devops entries map a NULL stream to that device's default stream). */
+nsp_emu_device_t *nsp_emu_stream_device(void *stream);
+nsp_emu_device_t *nsp_emu_event_device(void *ev);
+
 /**
  * A timed kernel in stream order: it waits for the compute (see the header
  * comment), holds it `seconds` (>= 0), in math mode calls fn(arg) (may be

@@ -257,6 +257,35 @@ nsp_status_t nsp_emu_launch_host(void *stream, nsp_emu_host_fn_t fn, void *arg)
     return emu_submit(stream, op, "nsp_emu_launch_host", 1);
 }
 
+nsp_status_t nsp_emu_launch_host_op(void *stream, nsp_emu_kernel_fn_t fn, void *arg)
+{
+    emu_op_t *op;
+
+    if (fn == NULL) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "nsp_emu_launch_host_op: NULL function");
+    }
+    op = emu_op_new(NSP_EMU_OP_HOST);
+    if (op != NULL) {
+        op->u.host.op  = fn;
+        op->u.host.arg = arg;
+    }
+    return emu_submit(stream, op, "nsp_emu_launch_host_op", 1);
+}
+
+nsp_emu_device_t *nsp_emu_stream_device(void *stream)
+{
+    const emu_stream_t *s = stream;
+
+    return s != NULL && s->magic == EMU_MAGIC_STREAM ? s->dev : NULL;
+}
+
+nsp_emu_device_t *nsp_emu_event_device(void *ev)
+{
+    const emu_event_t *e = ev;
+
+    return e != NULL && e->magic == EMU_MAGIC_EVENT ? e->dev : NULL;
+}
+
 nsp_status_t nsp_emu_launch_timed(void *stream, double seconds, nsp_emu_kernel_fn_t fn,
                                   void *arg)
 {

@@ -46,8 +46,9 @@ typedef struct emu_op {
             size_t      bytes;
         } copy;
         struct {
-            nsp_emu_host_fn_t fn;
-            void             *arg;
+            nsp_emu_host_fn_t   fn;
+            nsp_emu_kernel_fn_t op; /* nsp_emu_launch_host_op: a status (fn NULL) */
+            void               *arg;
         } host;
         emu_mark_t *mark; /* record, wait */
         void       *ptr;  /* free */

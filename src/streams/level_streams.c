@@ -35,14 +35,14 @@ static void streams_release(nsp_dev_streams_t *s, int upto)
 }
 
 /* Create one level's stream and events; on error nothing of it is left. */
-static nsp_status_t streams_level_init(const nsp_devops_t *ops, streams_level_t *L,
+static nsp_status_t streams_level_init(const nsp_devops_t *ops, void *ctx, streams_level_t *L,
                                        int priority)
 {
     nsp_status_t status;
 
-    NSP_CHECK(ops->stream_create(priority, &L->stream));
-    NSP_CHECK_GOTO(ops->event_create(&L->fork), status, err_destroy_stream);
-    NSP_CHECK_GOTO(ops->event_create(&L->done), status, err_destroy_fork);
+    NSP_CHECK(ops->stream_create(ctx, priority, &L->stream));
+    NSP_CHECK_GOTO(ops->event_create(ctx, &L->fork), status, err_destroy_stream);
+    NSP_CHECK_GOTO(ops->event_create(ctx, &L->done), status, err_destroy_fork);
     return NSP_OK;
 err_destroy_fork:
     ops->event_destroy(L->fork);
@@ -53,8 +53,8 @@ err_destroy_stream:
     return status;
 }
 
-nsp_status_t nsp_dev_streams_create(const nsp_devops_t *ops, int nlevels, int prioritize,
-                                    nsp_dev_streams_t **out)
+nsp_status_t nsp_dev_streams_create(const nsp_devops_t *ops, void *ctx, int nlevels,
+                                    int prioritize, nsp_dev_streams_t **out)
 {
     nsp_dev_streams_t *s;
     nsp_status_t       status;
@@ -71,10 +71,10 @@ nsp_status_t nsp_dev_streams_create(const nsp_devops_t *ops, int nlevels, int pr
     }
     s->ops     = ops;
     s->nlevels = nlevels;
-    NSP_CHECK_GOTO(ops->device_current(&s->device), status, err_free);
+    NSP_CHECK_GOTO(ops->device_current(ctx, &s->device), status, err_free);
     for (int l = 0; l < nlevels; ++l) {
         /* level 0 the most urgent, each next one a step less */
-        status = streams_level_init(ops, &s->levels[l],
+        status = streams_level_init(ops, ctx, &s->levels[l],
                                     prioritize ? l : NSP_DEV_PRIORITY_DEFAULT);
         if (status != NSP_OK) {
             streams_release(s, l);

@@ -32,15 +32,16 @@
 typedef struct nsp_dev_streams nsp_dev_streams_t;
 
 /**
- * Create `nlevels` streams on the current device of `ops`. With
+ * Create `nlevels` streams on the device `ctx` of `ops` (devops.h: NULL
+ * on CUDA, the current device; the emulated device's handle). With
  * `prioritize`, lower levels get more urgent streams where the device has
  * priorities (level 0 needs no traffic and feeds compute first). `ops` is
  * borrowed until nsp_dev_streams_free. On success *streams is owned by the
  * caller. Errors: NSP_ERR_INVALID_ARG (nlevels < 1, NULL), NSP_ERR_BACKEND
  * (the device; no device), NSP_ERR_NO_MEMORY.
  */
-nsp_status_t nsp_dev_streams_create(const nsp_devops_t *ops, int nlevels, int prioritize,
-                                    nsp_dev_streams_t **streams);
+nsp_status_t nsp_dev_streams_create(const nsp_devops_t *ops, void *ctx, int nlevels,
+                                    int prioritize, nsp_dev_streams_t **streams);
 
 /** Release the streams and events (work already queued still runs). NULL
  *  is a no-op. */

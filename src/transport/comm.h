@@ -20,6 +20,8 @@
 enum {
     NSP_COMM_SLOT_A2A_HOST = 0, /* the host engine of the nested all-to-all */
     NSP_COMM_SLOT_A2A_DEVICE = 1, /* its device engine */
+    NSP_COMM_SLOT_EMU = 2, /* the emulated device (memtype_emu.c): after the engines,
+                              whose streams and events are its own */
     NSP_COMM_NSLOTS
 };
 typedef struct nsp_comm_slot {

@@ -70,14 +70,16 @@ static void obj_free(void *p, uint32_t magic, const char *what)
     free(p);
 }
 
-static nsp_status_t sd_device_current(int *device)
+static nsp_status_t sd_device_current(void *ctx, int *device)
 {
+    (void)ctx;
     *device = current_device;
     return NSP_OK;
 }
 
-static nsp_status_t sd_stream_create(int priority, void **stream)
+static nsp_status_t sd_stream_create(void *ctx, int priority, void **stream)
 {
+    (void)ctx;
     (void)priority;
     ++counts.streams_created;
     ++counts.streams_live;
@@ -90,8 +92,9 @@ static void sd_stream_destroy(void *stream)
     obj_free(stream, OBJ_STREAM, "stream");
 }
 
-static nsp_status_t sd_event_create(void **event)
+static nsp_status_t sd_event_create(void *ctx, void **event)
 {
+    (void)ctx;
     ++counts.events_created;
     ++counts.events_live;
     return obj_new(OBJ_EVENT, event);
@@ -140,8 +143,9 @@ static nsp_status_t sd_memcpy_async(void *dst, const void *src, size_t bytes, vo
     return NSP_OK;
 }
 
-static nsp_status_t sd_pool_create(int device, void **pool)
+static nsp_status_t sd_pool_create(void *ctx, int device, void **pool)
 {
+    (void)ctx;
     (void)device;
     ++counts.pools_created;
     return obj_new(OBJ_POOL, pool);

@@ -134,11 +134,11 @@ static void host_devops_refuse(void)
     void               *p = NULL;
     int                 dev = 0;
 
-    tap_is_int(d->stream_create(0, &p), NSP_ERR_UNSUPPORTED, "host memory: stream_create "
+    tap_is_int(d->stream_create(NULL, 0, &p), NSP_ERR_UNSUPPORTED, "host memory: stream_create "
                "refused: %s", nsp_last_error());
     tap_ok(p == NULL && strstr(nsp_last_error(), "host memory") != NULL,
            "and nothing made, the message names host memory");
-    tap_is_int(d->device_current(&dev) | d->event_create(&p) | d->event_query(NULL) |
+    tap_is_int(d->device_current(NULL, &dev) | d->event_create(NULL, &p) | d->event_query(NULL) |
                    d->alloc_async(NULL, &p, 1, NULL) | d->launch_host(NULL, NULL, NULL),
                NSP_ERR_UNSUPPORTED, "host memory: the other device operations refused too");
     d->stream_destroy(NULL);

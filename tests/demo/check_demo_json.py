@@ -53,7 +53,7 @@ def main():
         if len(need(doc, base + ".batches")) != nbatches:
             fail(base + ".batches has not %d entries" % nbatches)
         for b in range(nbatches):
-            for planner in ("static", "disjoint", "nested"):
+            for planner in ("static", "disjoint", "nested", "megatron"):
                 pb = "%s.batches.%d.plans.%s" % (base, b, planner)
                 if need(doc, pb + ".plan.format") != "nspcomm-plan-v1":
                     fail(pb + ".plan is not a plan")
@@ -71,21 +71,23 @@ def main():
                     if need(doc, m + ".check.passed") is not True:
                         fail(m + ".check did not pass")
                     need(doc, m + ".bytes_per_degree")
-        for planner in ("static", "disjoint", "nested"):
+        for planner in ("static", "disjoint", "nested", "megatron"):
             p = "%s.summary.planners.%s" % (base, planner)
             for k in ("crit_s", "wall_s", "cpu_s", "crit_serial_s", "wall_serial_s",
                       "predicted_step_s", "imbalance", "predicted_imbalance"):
                 positive(doc, p + "." + k)
             positive(doc, "%s.summary.pipelining.%s.wall_serial_over_pipelined" % (base, planner))
-        for other in ("static", "disjoint"):
+        for other in ("static", "disjoint", "megatron"):
             for k in ("predicted", "crit", "wall", "cpu"):
                 positive(doc, "%s.summary.speedup_of_nested.over_%s.%s" % (base, other, k))
         need(doc, base + ".summary.targets.nested_imbalance_below_static")
     checks = need(doc, "checks")
     if not checks.get("all_passed") or checks.get("runs") != checks.get("passed"):
         fail("checks: %r" % checks)
-    if checks.get("runs") != nbatches * len(sessions) * 6:
-        fail("checks.runs = %r, expected %d" % (checks.get("runs"), nbatches * len(sessions) * 6))
+    if checks.get("runs") != nbatches * len(sessions) * 8:
+        fail("checks.runs = %r, expected %d" % (checks.get("runs"), nbatches * len(sessions) * 8))
+    if need(doc, "compute.kind") not in ("real", "emulated"):
+        fail("compute.kind is %r" % need(doc, "compute.kind"))
     positive(doc, "timings.total_s")
 
 

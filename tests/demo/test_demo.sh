@@ -25,17 +25,19 @@ small="--ranks 4 --heads 4/2 --head-dim 16 --tokens-per-rank 256 --max-len 1024 
 rc=$?
 check "nsp_demo with 4 ranks exits 0 (got $rc)" test $rc -eq 0
 check "the table has a row per planner" sh -c \
-    'grep -Eq "^  static " "$1" && grep -Eq "^  disjoint " "$1" && grep -Eq "^  nested " "$1"' \
-    _ "$tmp/out"
-check "every run matched the reference (12 of 12: 1 batch x 3 planners x 2 modes x 2 transports)" \
-    grep -q "check: 12 of 12 runs match the single-process reference" "$tmp/out"
+    'grep -Eq "^  static " "$1" && grep -Eq "^  disjoint " "$1" && grep -Eq "^  nested " "$1" &&
+     grep -Eq "^  megatron " "$1"' _ "$tmp/out"
+check "every run matched the reference (16 of 16: 1 batch x 4 planners x 2 modes x 2 transports)" \
+    grep -q "check: 16 of 16 runs match the single-process reference" "$tmp/out"
+check "real compute: the table says so" grep -q "levels pipelined, real compute" "$tmp/out"
 check "the JSON has the expected fields and passed checks" \
     "$py" "$top_srcdir/tests/demo/check_demo_json.py" "$tmp/demo.json" 4
 check "the SVG parses as XML and names every planner" "$py" -c '
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
 texts = "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
-sys.exit(0 if all(p in texts for p in ("static", "disjoint", "nested", "predicted", "measured")) else 1)
+sys.exit(0 if all(p in texts for p in ("static", "disjoint", "nested", "megatron", "predicted",
+                                        "measured", "real compute")) else 1)
 ' "$tmp/demo.svg"
 check "the calibrated cluster description has measured rates" "$py" -c '
 import json, sys
@@ -62,7 +64,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 b = next(iter(d["sessions"].values()))["batches"][0]
 rpn = [p["plan"]["cluster"]["ranks_per_node"] for p in b["plans"].values()]
-sys.exit(0 if d["checks"]["all_passed"] and rpn == [2, 2, 2] else 1)
+sys.exit(0 if d["checks"]["all_passed"] and rpn == [2, 2, 2, 2] else 1)
 ' "$tmp/nodes-demo.json"
 # --lengths: one batch of exactly these lengths; --mem-from-ratio: a rank holds
 # 1.25 x 256 = 320 tokens whatever the file says, so the 400-token sequence
@@ -107,6 +109,42 @@ sys.exit(0 if d["checks"]["all_passed"] and d["config"]["nested_plan"] and
 rc=$?
 check "--nested-plan of another batch: exit status 1, the message says so (got $rc)" sh -c \
     'test "$1" -eq 1 && grep -q "not those of batch" "$2"' _ $rc "$tmp/err6"
+# --device emu:FILE: emulated compute (docs/design/emulated-device.md). In
+# math mode every run is still checked against the reference; the table
+# header, the JSON and the SVG title say the compute is emulated.
+printf '{"target": "h100", "here": "cluster.json", "math": true}\n' >"$tmp/emu-math.json"
+printf '{"target": "h100", "here": "cluster.json"}\n' >"$tmp/emu-timing.json"
+# shellcheck disable=SC2086
+"$demo" $small --no-tcp --cluster-file "$tmp/cluster.json" --device "emu:$tmp/emu-math.json" \
+    --json "$tmp/emu.json" --svg "$tmp/emu.svg" >"$tmp/out7" 2>"$tmp/err7"
+rc=$?
+check "--device emu:FILE (math): exit 0, every run checked and matched (got $rc)" sh -c \
+    'test "$1" -eq 0 && grep -q "check: 8 of 8 runs match" "$2" &&
+     grep -q "levels pipelined, EMULATED COMPUTE (h100 x" "$2"' _ $rc "$tmp/out7"
+check "--device emu:FILE: the JSON's compute is emulated, with target, scale, link, math" "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["compute"]
+sys.exit(0 if c["kind"] == "emulated" and c["target"] == "h100" and c["scale"] > 0 and
+         c["link"] == "inter" and c["math"] is True and d["checks"]["runs"] == 8 and
+         d["checks"]["all_passed"] else 1)
+' "$tmp/emu.json"
+check "--device emu:FILE: the SVG title says emulated compute" grep -q "EMULATED COMPUTE" \
+    "$tmp/emu.svg"
+# shellcheck disable=SC2086
+"$demo" $small --no-tcp --cluster-file "$tmp/cluster.json" --device "emu:$tmp/emu-timing.json" \
+    --json "$tmp/emu-t.json" --svg "" >"$tmp/out8" 2>"$tmp/err8"
+rc=$?
+check "--device emu:FILE (timing only): exit 0, no check claimed (got $rc)" sh -c \
+    'test "$1" -eq 0 && grep -q "check: not run: emulated compute in timing mode" "$2"' \
+    _ $rc "$tmp/out8"
+printf '{"target": "h100", "here": "cluster.json", "maths": true}\n' >"$tmp/emu-bad.json"
+# shellcheck disable=SC2086
+"$demo" $small --no-tcp --cluster-file "$tmp/cluster.json" --device "emu:$tmp/emu-bad.json" \
+    --json "" --svg "" >"$tmp/out9" 2>"$tmp/err9"
+rc=$?
+check "--device emu:FILE with a typo in FILE: exit 1, the key named (got $rc)" sh -c \
+    'test "$1" -eq 1 && grep -q "unknown key \"maths\"" "$2"' _ $rc "$tmp/err9"
 "$demo" --ranks 1 >/dev/null 2>&1
 rc=$?
 check "bad flag value (--ranks 1): exit status 2 (got $rc)" test $rc -eq 2

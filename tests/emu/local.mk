@@ -10,3 +10,13 @@ tests_emu_test_emu_device_LDADD = tests/libnsptest.la libnspcomm.la libnspcomm_p
 tests_emu_test_emu_timing_SOURCES = tests/emu/test_emu_timing.c
 tests_emu_test_emu_timing_LDADD = tests/libnsptest.la libnspcomm.la libnspcomm_planner.la
 endif
+# Nested attention on the emulated device ("emu" memory type,
+# NSPCOMM_DEVICE=emu:FILE): 2 and 4 real processes over UCX, math mode
+# against the single-process reference, ordering and completion from the
+# trace, a dropped peer, the refused FILEs.
+if NSP_COMM
+check_PROGRAMS += tests/emu/test_emu_attn
+TESTS += tests/emu/test_emu_attn
+tests_emu_test_emu_attn_SOURCES = tests/emu/test_emu_attn.c
+tests_emu_test_emu_attn_LDADD = $(NATTN_TEST_LIBS)
+endif

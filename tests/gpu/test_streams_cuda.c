@@ -55,9 +55,9 @@ int main(void)
     if (nsp_cuda_device_probe(&ndev) != NSP_OK) {
         tap_skip_all("no CUDA device (%s)", nsp_last_error());
     }
-    tap_is_int(nsp_dev_streams_create(&nsp_devops_cuda, 0, 0, &s), NSP_ERR_INVALID_ARG,
+    tap_is_int(nsp_dev_streams_create(&nsp_devops_cuda, NULL, 0, 0, &s), NSP_ERR_INVALID_ARG,
                "0 levels refused");
-    tap_is_int(nsp_dev_streams_create(&nsp_devops_cuda, 3, 1, &s), NSP_OK,
+    tap_is_int(nsp_dev_streams_create(&nsp_devops_cuda, NULL, 3, 1, &s), NSP_OK,
                "3 level streams (prioritized)");
     if (s == NULL) {
         return tap_done();

@@ -17,6 +17,7 @@
 #define NSP_EXAMPLES_DEMO_H_
 
 #include "nspcomm.h"
+#include "streams/emu_config.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -27,7 +28,7 @@
 #define DEMO_MAX_DEGREES  16                      /* distinct group sizes of all plans */
 #define DEMO_MAX_BATCHES  32
 #define DEMO_MAX_REPS     16
-#define DEMO_NPLANNERS    3
+#define DEMO_NPLANNERS    4                       /* static, disjoint, nested, megatron */
 #define DEMO_NMODES       2                       /* pipelined, serial */
 #define DEMO_NTENSORS     5                       /* o, lse, dq, dk, dv */
 #define DEMO_MAX_SESSIONS 2                       /* default transport, tcp */
@@ -35,7 +36,7 @@
 enum { DEMO_PIPELINED = 0, DEMO_SERIAL = 1 };
 enum { DEMO_O = 0, DEMO_LSE = 1, DEMO_DQ = 2, DEMO_DK = 3, DEMO_DV = 4 };
 
-extern const char *const demo_planner_names[DEMO_NPLANNERS]; /* static, disjoint, nested */
+extern const char *const demo_planner_names[DEMO_NPLANNERS]; /* indexed by nsp_planner_kind_t */
 extern const char *const demo_mode_names[DEMO_NMODES];       /* pipelined, serial */
 extern const char *const demo_tensor_names[DEMO_NTENSORS];
 
@@ -69,7 +70,15 @@ typedef struct demo_config {
     int         quiet;           /**< no progress on stderr */
     int         inject_error;    /**< 1: corrupt one output value of rank 0 before its check
                                       (shows that the check catches a wrong result) */
+    const char *device;          /**< --device emu:FILE (NULL: real compute) */
 } demo_config_t;
+
+/** What computes the kernels (--device): real, or the emulated device. */
+typedef struct demo_compute {
+    int              emulated;  /**< 1: --device emu:FILE */
+    nsp_emu_config_t cfg;       /**< FILE, when emulated */
+    nsp_emu_timing_t timing;    /**< the demo model's timing on it (scale, target rates) */
+} demo_compute_t;
 
 /** Calibration of this machine (demo_calib.c). */
 typedef struct demo_calib {
@@ -157,7 +166,14 @@ typedef struct demo {
     int               session;                        /**< the one being run (set before fork) */
     nsp_unique_id_t   id;                             /**< bootstrap id of that run */
     char             *workload_path;                  /**< the resolved workload file (owned) */
+    demo_compute_t    compute;
 } demo_t;
+
+/** Are the outputs checked? Not with emulated compute in timing mode (its
+ *  kernels do no math). */
+int demo_checked(const demo_t *demo);
+/** "real compute" or "EMULATED COMPUTE (h100 x 1e+05, timing only)" into out[len]. */
+void demo_compute_label(const demo_t *demo, char *out, size_t len);
 
 /* --- demo_launch.c --- */
 typedef int (*demo_rank_fn_t)(int rank, int nranks, void *arg);

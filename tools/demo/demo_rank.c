@@ -258,7 +258,7 @@ static nsp_status_t run_batch(demo_t *demo, nsp_comm_t *comm, nsp_tree_t *tree, 
                 int              m = (mm + rep + b) % DEMO_NMODES;
                 demo_rank_run_t *run = &sh->runs[demo_run_index(demo, b, p, m, rep, rank)];
                 NSP_CHECK_GOTO(run_step(demo, comm, &rp[p], m, run), status, out);
-                if (rep == demo->cfg.reps - 1) {
+                if (rep == demo->cfg.reps - 1 && demo_checked(demo)) {
                     if (demo->cfg.inject_error && rank == 0 && rp[p].nrounds > 0) {
                         rp[p].round[0].o[0] += 1.0f; /* --inject-error */
                     }
@@ -305,7 +305,7 @@ int demo_rank_main(int rank, int nranks, void *arg)
     NSP_CHECK_GOTO(nsp_comm_init_rank(&comm, nranks, demo->id, rank, &cfg), status, out);
     NSP_CHECK_GOTO(nsp_tree_create(comm, NULL, 0, &tree), status, out);
     demo->shared[demo->session].ready[rank] = 1;
-    if (demo->session == 0) {
+    if (demo->session == 0 && demo_checked(demo)) {
         what = "reference";
         for (int b = 0; b < demo->nbatches; ++b) {
             NSP_CHECK_GOTO(demo_reference(demo, b, rank, nranks), status, out);

@@ -290,6 +290,21 @@ void demo_print_header(const demo_t *demo)
     printf("# model    : %s: one attention layer, %d query / %d KV heads x %d, float32, "
            "causal\n", demo->model.name, demo->model.q_heads, demo->model.kv_heads,
            demo->model.head_dim);
+    {
+        char label[160];
+        demo_compute_label(demo, label, sizeof(label));
+        printf("# compute  : %s", label);
+        if (demo->compute.emulated) {
+            printf(": kernels take %s's time x %.4g (its R_attn %.3g FLOP/s / the scale = "
+                   "%.3g here; scale = bw %s %.3g / %.3g B/s of %s); --device %s",
+                   demo->compute.timing.target.cluster.name, demo->compute.timing.scale,
+                   demo->compute.timing.target.cluster.attn_flops,
+                   demo->compute.timing.target.cluster.attn_flops / demo->compute.timing.scale,
+                   nsp_emu_link_name(demo->compute.cfg.link), demo->compute.timing.bw_target,
+                   demo->compute.timing.bw_here, demo->compute.cfg.here, c->device);
+        }
+        printf("\n");
+    }
     if (demo->calib[0].done) {
         const demo_calib_t *k = &demo->calib[0];
         printf("# calibrated on this machine, as CPU time of one rank (one core per rank):\n");
@@ -321,8 +336,8 @@ void demo_print_header(const demo_t *demo)
     for (int s = 0; s < demo->nsessions; ++s) {
         printf(" %.2f s (UCX %s)", demo->plan_s[s], demo->session_name[s]);
     }
-    printf(" for %d batches x 3 planners; disjoint: MILP limit %g s per round\n",
-           demo->nbatches, c->time_limit_s);
+    printf(" for %d batches x %d planners; disjoint: MILP limit %g s per round\n",
+           demo->nbatches, DEMO_NPLANNERS, c->time_limit_s);
 }
 
 static void bytes_string(const demo_t *demo, const double *bytes, double per, char *out,
@@ -395,8 +410,11 @@ static void print_session(const demo_t *demo, int s, const agg_t *a)
 {
     const double nb = demo->nbatches;
 
-    printf("#\n# measured over UCX %-4s, levels pipelined                                      "
-           "| predicted (cost model)\n", demo->session_name[s]);
+    char label[160];
+
+    demo_compute_label(demo, label, sizeof(label));
+    printf("#\n# measured over UCX %-4s, levels pipelined, %s | predicted (cost model)\n",
+           demo->session_name[s], label);
     printf("# %-8s %6s %8s %9s %6s %8s %8s %8s %5s | %8s %6s | %s\n", "planner", "rounds",
            "comp_max", "comp_mean", "imbal", "crit_ms", "cpu_ms", "wall_ms", "cores", "step_ms",
            "imbal", "MiB sent per level (all ranks)");
@@ -442,9 +460,12 @@ int demo_print_table(const demo_t *demo)
            "(measured)\n");
     for (int s = 0; s < demo->nsessions; ++s) {
         const agg_t *n = &a[s][2];
-        for (int p = 0; p < 2; ++p) {
+        for (int p = 0; p < DEMO_NPLANNERS; ++p) {
             const agg_t *o = &a[s][p];
             char         pred[16];
+            if (p == 2) {
+                continue; /* nested itself */
+            }
             snprintf(pred, sizeof(pred), "%6.3fx", safe_ratio(o->pred_step, n->pred_step));
             printf("#   over %-8s (UCX %-4s)              %s      %6.3fx           %6.3fx\n",
                    demo_planner_names[p], demo->session_name[s], pred,
@@ -489,6 +510,11 @@ int demo_print_table(const demo_t *demo)
                safe_ratio(n->wall[DEMO_SERIAL], n->wall[DEMO_PIPELINED]),
                paired(demo, s, 2, DEMO_SERIAL, 2, DEMO_PIPELINED, METRIC_WALL, b4, sizeof(b4),
                       NULL));
+    }
+    if (!demo_checked(demo)) {
+        printf("#\n# check: not run: emulated compute in timing mode (the kernels do no math; "
+               "a FILE with \"math\": true checks every run)\n");
+        return 0;
     }
     for (int s = 0; s < demo->nsessions; ++s) {
         for (int b = 0; b < demo->nbatches; ++b) {
@@ -582,6 +608,30 @@ static void json_config(nsp_json_writer_t *w, const demo_t *demo)
         nsp_json_string(w, NULL, demo->session_name[s]);
     }
     nsp_json_end(w);
+    nsp_json_end(w);
+}
+
+/* "compute": what computed the kernels (docs/guide/demo.md section 5). */
+static void json_compute(nsp_json_writer_t *w, const demo_t *demo)
+{
+    const demo_compute_t *x = &demo->compute;
+    char                  label[160];
+
+    demo_compute_label(demo, label, sizeof(label));
+    nsp_json_begin_object(w, "compute", 1);
+    nsp_json_string(w, "kind", x->emulated ? "emulated" : "real");
+    nsp_json_string(w, "label", label);
+    if (x->emulated) {
+        nsp_json_string(w, "target", x->cfg.target_is_file ? x->timing.target.cluster.name
+                                                           : x->cfg.target);
+        nsp_json_double(w, "scale", x->timing.scale);
+        nsp_json_string(w, "link", nsp_emu_link_name(x->cfg.link));
+        nsp_json_bool(w, "math", x->cfg.math);
+        nsp_json_double(w, "target_attn_flops", x->timing.target.cluster.attn_flops);
+        nsp_json_double(w, "bw_target", x->timing.bw_target);
+        nsp_json_double(w, "bw_here", x->timing.bw_here);
+        nsp_json_string(w, "file", x->cfg.file);
+    }
     nsp_json_end(w);
 }
 
@@ -729,8 +779,11 @@ static void json_session_summary(nsp_json_writer_t *w, const demo_t *demo, int s
     }
     nsp_json_end(w);
     nsp_json_begin_object(w, "speedup_of_nested", 0);
-    for (int p = 0; p < 2; ++p) {
+    for (int p = 0; p < DEMO_NPLANNERS; ++p) {
         char key[32];
+        if (p == 2) {
+            continue; /* nested itself */
+        }
         snprintf(key, sizeof(key), "over_%s", demo_planner_names[p]);
         nsp_json_begin_object(w, key, 1);
         nsp_json_double(w, "predicted", safe_ratio(a[p].pred_step, n->pred_step));
@@ -798,6 +851,10 @@ static void json_checks(nsp_json_writer_t *w, const demo_t *demo)
         }
     }
     nsp_json_begin_object(w, "checks", 1);
+    nsp_json_bool(w, "checked", demo_checked(demo));
+    if (!demo_checked(demo)) {
+        runs = passed = 0; /* timing-only emulation: nothing to compare */
+    }
     nsp_json_int(w, "runs", runs);
     nsp_json_int(w, "passed", passed);
     nsp_json_bool(w, "all_passed", runs == passed);
@@ -861,6 +918,7 @@ nsp_status_t demo_write_json(const demo_t *demo, const char *path, double total_
     nsp_json_writer_init(&w, f, 1);
     nsp_json_begin_object(&w, NULL, 0);
     nsp_json_string(&w, "format", "nspcomm-demo-v1");
+    json_compute(&w, demo);
     json_config(&w, demo);
     nsp_model_write_json(&w, "model", &demo->model);
     nsp_json_begin_array(&w, "batches", 0);

@@ -154,7 +154,7 @@ nsp_status_t demo_write_svg(const demo_t *demo, const char *path, int batch)
         status = nsp_error(NSP_ERR_NO_MEMORY, "out of memory");
         goto out;
     }
-    /* row i: session i / 3, planner i % 3; one time axis for all */
+    /* row i: session i / DEMO_NPLANNERS, planner i % DEMO_NPLANNERS; one time axis */
     for (int i = 0; i < rows; ++i) {
         int s = i / DEMO_NPLANNERS, p = i % DEMO_NPLANNERS;
         NSP_CHECK_GOTO(demo_predict(demo, s, batch, p, &pred[i]), status, out);
@@ -176,9 +176,13 @@ nsp_status_t demo_write_svg(const demo_t *demo, const char *path, int batch)
         goto out;
     }
     svg_begin(f, SVG_W, height);
-    fprintf(f, "<text x=\"%.1f\" y=\"24\" font-size=\"16\" font-weight=\"bold\">nsp_demo: per-rank "
-            "time of one step (one attention layer fwd + bwd), stacked by level degree</text>\n",
-            SVG_LEFT);
+    {
+        char label[160];
+        demo_compute_label(demo, label, sizeof(label));
+        fprintf(f, "<text x=\"%.1f\" y=\"24\" font-size=\"16\" font-weight=\"bold\">nsp_demo: "
+                "per-rank time of one step (one attention layer fwd + bwd), stacked by level "
+                "degree; %s</text>\n", SVG_LEFT, label);
+    }
     fprintf(f, "<text x=\"%.1f\" y=\"44\" font-size=\"12\" fill=\"#444\">batch %d: %d sequences, "
             "%lld tokens (longest %lld) of %s / %d; %d ranks; heads %d/%d x %d; cost model with "
             "rates calibrated on this machine</text>\n", SVG_LEFT, batch, demo->nseqs[batch],

@@ -34,7 +34,8 @@
 #define NSP_DEMO_DATADIR "data"
 #endif
 
-const char *const demo_planner_names[DEMO_NPLANNERS] = {"static", "disjoint", "nested"};
+const char *const demo_planner_names[DEMO_NPLANNERS] = {"static", "disjoint", "nested",
+                                                         "megatron"};
 
 static void config_defaults(demo_config_t *c)
 {
@@ -69,8 +70,8 @@ static void usage(FILE *f)
     fprintf(f,
         "Usage: nsp_demo [options]\n"
         "Nested sequence-parallel attention on N local ranks over UCX: batches of a real\n"
-        "workload planned by static, disjoint and nested, run, checked, measured and\n"
-        "predicted (docs/guide/demo.md).\n\n"
+        "workload planned by static, disjoint, nested and megatron, run, checked, measured\n"
+        "and predicted (docs/guide/demo.md).\n\n"
         "  --ranks N              local ranks, forked by the demo (default %d)\n"
         "  --workload FILE|NAME   length file; a bare NAME is looked up in\n"
         "                         $NSPCOMM_DATA_DIR/workloads or %s/workloads\n"
@@ -100,6 +101,10 @@ static void usage(FILE *f)
         "  --nested-plan FILE     run this plan (nspcomm-plan-v1, the batch's lengths) in the\n"
         "                         nested planner's place, priced with this run's cluster\n"
         "  --cluster-out FILE     where the calibrated cluster goes (default %s)\n"
+        "  --device emu:FILE      emulated compute: the kernels take the time FILE's target\n"
+        "                         GPU would, scaled to this wire (docs/design/\n"
+        "                         emulated-device.md); the exchanges move for real over UCX;\n"
+        "                         outputs are checked only when FILE says \"math\": true\n"
         "  --timeout S            kill the ranks after S seconds (default 3600)\n"
         "  --quiet                no progress on stderr\n"
         "  --inject-error         corrupt one output of rank 0 before its check: the\n"
@@ -114,7 +119,8 @@ static void usage(FILE *f)
 enum {
     O_RANKS = 256, O_WORKLOAD, O_SCALE, O_TPR, O_MAXLEN, O_MEM, O_BATCHES, O_SEED, O_REPS,
     O_HEADS, O_HEADDIM, O_OVERLAP, O_TLIMIT, O_TOL, O_TCP, O_NOTCP, O_JSON, O_SVG, O_SVGB,
-    O_CFILE, O_COUT, O_TIMEOUT, O_QUIET, O_INJECT, O_HELP, O_LENGTHS, O_MEMRATIO, O_NESTPLAN
+    O_CFILE, O_COUT, O_TIMEOUT, O_QUIET, O_INJECT, O_HELP, O_LENGTHS, O_MEMRATIO, O_NESTPLAN,
+    O_DEVICE
 };
 
 #define DEMO_PROG "nsp_demo"
@@ -197,6 +203,7 @@ static int parse_args(int argc, char **argv, demo_config_t *c, double *timeout_s
         {"lengths", required_argument, NULL, O_LENGTHS},
         {"mem-from-ratio", no_argument, NULL, O_MEMRATIO},
         {"nested-plan", required_argument, NULL, O_NESTPLAN},
+        {"device", required_argument, NULL, O_DEVICE},
         {"scale", required_argument, NULL, O_SCALE},
         {"tokens-per-rank", required_argument, NULL, O_TPR},
         {"max-len", required_argument, NULL, O_MAXLEN},
@@ -273,6 +280,14 @@ static int parse_args(int argc, char **argv, demo_config_t *c, double *timeout_s
         case O_TIMEOUT: bad = parse_num("--timeout", optarg, 1, 1e6, timeout_s); break;
         case O_QUIET: c->quiet = 1; break;
         case O_INJECT: c->inject_error = 1; break;
+        case O_DEVICE:
+            c->device = optarg;
+            if (strncmp(optarg, "emu:", 4) != 0 || optarg[4] == '\0') {
+                fprintf(stderr, "nsp_demo: --device %s: use emu:FILE (the emulated device)\n",
+                        optarg);
+                bad = 1;
+            }
+            break;
         case O_HELP: usage(stdout); return 1;
         default: usage(stderr); return -1;
         }
@@ -570,6 +585,63 @@ static nsp_status_t given_plan(const demo_t *demo, int b, const nsp_cluster_t *c
     return NSP_OK;
 }
 
+/*
+ * --device emu:FILE (or NSPCOMM_DEVICE=emu:FILE already set, so that a run
+ * that used it always says so): FILE read now, for a clear error before any
+ * rank starts and for the labels; the ranks inherit NSPCOMM_DEVICE and run
+ * the "emu" memory type, with UCX's progress thread on (the rank's thread
+ * mostly waits while kernels run on the stream threads).
+ */
+static nsp_status_t set_device(demo_t *demo)
+{
+    demo_config_t  *c = &demo->cfg;
+    demo_compute_t *x = &demo->compute;
+    const char     *env = getenv("NSPCOMM_DEVICE");
+
+    if (c->device == NULL && env != NULL && env[0] != '\0') {
+        c->device = env;
+    }
+    if (c->device == NULL) {
+        return NSP_OK;
+    }
+    NSP_CHECK(nsp_emu_config_from_env(c->device, &x->emulated, &x->cfg));
+    NSP_CHECK(nsp_emu_config_timing(&x->cfg, c->q_heads, c->kv_heads, c->head_dim, &x->timing));
+    setenv("NSPCOMM_DEVICE", c->device, 1);
+    setenv("NSPCOMM_PROGRESS_THREAD", "on", 0);
+    return NSP_OK;
+}
+
+/* Emulated compute: the planners and the predictions price a kernel at the
+ * emulated rate, the target's R_attn over the scale, which is what the
+ * emulated kernels take (the linear term stays as calibrated: host work). */
+static void set_emulated_rates(demo_t *demo)
+{
+    const nsp_emu_timing_t *t = &demo->compute.timing;
+
+    for (int s = 0; s < demo->nsessions && demo->compute.emulated; ++s) {
+        demo->cluster[s].attn_flops = t->target.cluster.attn_flops / t->scale;
+    }
+}
+
+int demo_checked(const demo_t *demo)
+{
+    return !demo->compute.emulated || demo->compute.cfg.math;
+}
+
+void demo_compute_label(const demo_t *demo, char *out, size_t len)
+{
+    const demo_compute_t *x = &demo->compute;
+
+    if (!x->emulated) {
+        snprintf(out, len, "real compute");
+        return;
+    }
+    snprintf(out, len, "EMULATED COMPUTE (%s x %.4g, link %s, %s)",
+             x->cfg.target_is_file ? x->timing.target.cluster.name : x->cfg.target,
+             x->timing.scale, nsp_emu_link_name(x->cfg.link),
+             x->cfg.math ? "math" : "timing only");
+}
+
 /* Every batch, every planner, for the cluster of session s. */
 static nsp_status_t plan_batches(demo_t *demo, int s)
 {
@@ -604,10 +676,12 @@ static nsp_status_t plan_batches(demo_t *demo, int s)
         }
         if (!demo->cfg.quiet) {
             fprintf(stderr, "[nsp_demo] UCX %s, batch %d: %d sequences planned; predicted "
-                    "static %.1f ms, disjoint %.1f ms, nested %.1f ms\n", demo->session_name[s],
-                    b, demo->nseqs[b], 1e3 * demo->plans[s][b][0]->predicted.step_s,
+                    "static %.1f ms, disjoint %.1f ms, nested %.1f ms, megatron %.1f ms\n",
+                    demo->session_name[s], b, demo->nseqs[b],
+                    1e3 * demo->plans[s][b][0]->predicted.step_s,
                     1e3 * demo->plans[s][b][1]->predicted.step_s,
-                    1e3 * demo->plans[s][b][2]->predicted.step_s);
+                    1e3 * demo->plans[s][b][2]->predicted.step_s,
+                    1e3 * demo->plans[s][b][3]->predicted.step_s);
         }
     }
     demo->plan_s[s] = demo_now() - t0;
@@ -746,8 +820,10 @@ static nsp_status_t run(demo_t *demo, double timeout_s, int *failed_checks)
     demo_model(c, &demo->model);
     demo->attn = (nsp_attn_params_t)NSP_ATTN_PARAMS_INIT(c->q_heads, c->kv_heads, c->head_dim);
     sessions_define(demo);
+    NSP_CHECK(set_device(demo));
     NSP_CHECK(sample_batches(demo));
     NSP_CHECK(set_clusters(demo));
+    set_emulated_rates(demo);
     for (int s = 0; s < demo->nsessions; ++s) {
         NSP_CHECK(plan_batches(demo, s));
     }
