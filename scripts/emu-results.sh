@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Emulated compute on the namespace cluster (docs/design/emulated-device.md
-# section 4; docs/results.md, "Emulated compute"): more ranks than cores,
+# section 4; docs/results-cluster.md, "Emulated compute"): more ranks than cores,
 # every kernel taking the time a target GPU would (scaled to this wire),
 # every byte of every exchange over UCX between namespace nodes.
 #

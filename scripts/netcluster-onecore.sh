@@ -13,7 +13,7 @@
 #             the long sequence on both ranks, the short ones on one rank
 #             each in the same round, so level 0 computes while level 1's
 #             exchange moves), the plan the cost model prices lowest and
-#             the nested planner does not find (docs/results.md, "The namespace cluster")
+#             the nested planner does not find (docs/results-cluster.md, "The namespace cluster")
 # A rank's memory is the demo's rule (--mem-from-ratio: 1.25 x 4096 tokens),
 # not the calibrated file's (the host's RAM), so the long sequence cannot
 # stay on one rank. Every demo run has --reps R timed steps per (planner,

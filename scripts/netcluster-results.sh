@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The namespace-cluster results (docs/results.md; the cluster: docs/guide/netcluster.md): for each
+# The namespace-cluster results (docs/results-cluster.md; the cluster: docs/guide/netcluster.md): for each
 # link rate, a 2-node x 4-rank cluster (scripts/netcluster.sh), calibrated by
 # perf/nsp_calibrate, then the demo (static, disjoint, nested; levels
 # pipelined and serial side by side) planned with that calibration.
