@@ -212,7 +212,9 @@ static nsp_status_t runs_post(nsp_a2a_level_t *L)
 {
     host_level_t          *H = hlevel(L);
     int                    d = L->lv.degree;
-    nsp_tp_alltoallv_iov_t args = {H->siov, H->sfirst, H->riov, H->rfirst};
+    /* s2h: the send runs (head slices of my tokens) are the scattered ones */
+    nsp_tp_alltoallv_iov_t args = {H->siov, H->sfirst, H->riov, H->rfirst,
+                                   L->a2a->dir == NSP_A2A_SEQ_TO_HEAD};
     nsp_a2a_tps_t         *t = &L->tps;
 
     for (size_t k = 0; k < H->sfirst[d]; ++k) {

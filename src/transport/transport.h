@@ -124,6 +124,9 @@ typedef struct nsp_tp_alltoallv_iov {
     const size_t       *sfirst;  /**< [size + 1] first run of each peer; sfirst[size] = total */
     const nsp_tp_iov_t *recv;    /**< runs to receive into, peer by peer */
     const size_t       *rfirst;  /**< [size + 1] */
+    int                 push;    /**< a hint, the same on every rank: 1 when the send runs
+                                      are the scattered ones (the sender copies where it
+                                      can), 0 the receive runs (the receiver copies) */
 } nsp_tp_alltoallv_iov_t;
 
 struct nsp_tp_ops {
@@ -182,15 +185,16 @@ struct nsp_tp_ops {
     /**
      * Post an all-to-all of scattered runs (nsp_tp_alltoallv_iov_t): the
      * strided data of a layout sent from where it lies and received into
-     * where it belongs, with no pack or unpack by the caller. UCX: a peer on
-     * this host whose memory this rank may read (and the other way round)
-     * sends a descriptor of its runs, this rank copies them with one
-     * process_vm_readv per IOV_MAX runs (one copy per byte) and
-     * acknowledges (tag | NSP_TP_TAG_IOV_ACK) so the sender's request
-     * completes; other peers go through UCX's iov datatype (its protocols
-     * may copy through bounce buffers). A peer counting 0 bytes still sends
-     * its (empty) descriptor, so sizes are checked. NCCL:
-     * NSP_ERR_UNSUPPORTED. Errors as alltoallv_post.
+     * where it belongs, with no pack or unpack by the caller. UCX: between
+     * two ranks on this host that may read each other's memory, one side
+     * sends a descriptor of its runs and the other copies between both
+     * sets of runs with process_vm_readv / process_vm_writev (the receiver
+     * when push = 0, the sender when push = 1; one copy per byte, at most
+     * IOV_MAX runs a call) and acknowledges (tag | NSP_TP_TAG_IOV_ACK) so
+     * the describing side's request completes; other peers go through
+     * UCX's iov datatype (its protocols may copy through bounce buffers).
+     * A pair with 0 bytes still exchanges its (empty) descriptor, so sizes
+     * are checked. NCCL: NSP_ERR_UNSUPPORTED. Errors as alltoallv_post.
      */
     nsp_status_t (*alltoallv_iov_post)(nsp_tp_comm_t *comm, const nsp_tp_alltoallv_iov_t *args,
                                        uint32_t tag, void *stream, nsp_request_t **req);
@@ -309,9 +313,9 @@ typedef struct nsp_tp_ucx_stats {
     uint64_t sends_in_place; /**< of them complete when posted (eager, buffer reusable) */
     uint64_t send_bytes;
     uint64_t recvs;          /**< tag receives posted */
-    uint64_t iov_pulls;      /**< alltoallv_iov_post peers whose runs this rank copied
-                                  itself from the sender's memory (process_vm_readv) */
-    uint64_t iov_pull_bytes; /**< bytes copied so */
+    uint64_t iov_copies;     /**< alltoallv_iov_post peers whose runs this rank copied
+                                  itself (process_vm_readv / process_vm_writev) */
+    uint64_t iov_copy_bytes; /**< bytes copied so */
     uint64_t iov_ucx;        /**< alltoallv_iov_post sends through UCX's iov datatype */
     uint64_t progress;       /**< ucp_worker_progress calls of the rank (tests and progress) */
     uint64_t progress_idle;  /**< of them that moved nothing */

@@ -126,10 +126,10 @@ typedef struct ucx_comm {
     uint16_t      context;
 } ucx_comm_t;
 
-/* What a pulled receive (alltoallv_iov_post from a cma peer) is doing. */
+/* What the copying side of a cma pair (alltoallv_iov_post) is doing. */
 typedef enum {
-    UCX_PULL_NONE = 0,  /* not a pull: a plain send or receive */
-    UCX_PULL_PROBE,     /* waiting for the sender's descriptor to arrive */
+    UCX_PULL_NONE = 0,  /* not a copy: a plain send or receive */
+    UCX_PULL_PROBE,     /* waiting for the peer's descriptor to arrive */
     UCX_PULL_DESC,      /* receiving the descriptor */
     UCX_PULL_ACK        /* copied; the acknowledgement is being sent */
 } ucx_pull_stage_t;
@@ -142,8 +142,9 @@ typedef struct ucx_op {
     int                 done;
     size_t              bytes;   /* sent, or expected */
     ucp_tag_recv_info_t info;    /* filled for receives */
-    ucx_pull_stage_t    pull;    /* a pull: its stage */
-    const nsp_tp_iov_t *iov;     /* a pull: where the bytes land, niov runs */
+    ucx_pull_stage_t    pull;    /* a copy: its stage */
+    int                 push;    /* a copy: 1 writes my runs into the peer's, 0 reads */
+    const nsp_tp_iov_t *iov;     /* a copy: this rank's runs, niov of them */
     size_t              niov;
     void               *desc;    /* a descriptor sent or received (owned; freed with it) */
 } ucx_op_t;
@@ -470,7 +471,7 @@ static void ucx_req_describe(const nsp_request_t *base, char *buf, size_t len)
         const ucx_op_t *op = &req->ops[i];
         if (!op->done) {
             int w = snprintf(buf + used, len - used, "%s%s rank %d", n > 0 ? ", " : "",
-                             op->pull != UCX_PULL_NONE ? "pull from"
+                             op->pull != UCX_PULL_NONE ? (op->push ? "copy to" : "copy from")
                              : op->is_recv            ? "recv from"
                                                       : "send to",
                              req->comm->base.world_rank0 + op->peer);
@@ -711,17 +712,22 @@ err_free_req:
 /* ------------------------------------------------------------------------ */
 
 /*
- * To a cma peer (same host, each may read the other: ucx_cma_agree) the
- * sender sends a descriptor of its runs, [UCX_DESC_HEAD + 2 n] uint64:
- * { total bytes, n, then n x (address in the sender, length) }; the
- * receiver probes for it (its size is the sender's business), copies the
- * runs with process_vm_readv straight into its own runs, and sends a
- * zero-byte acknowledgement (tag | NSP_TP_TAG_IOV_ACK) after which the
- * sender's request completes and its buffer is free again. A sender with
- * 0 bytes gets no acknowledgement (nothing to protect). Other peers: UCX's
- * iov datatype on both sides.
+ * A cma pair (same host, each may read the other: ucx_cma_agree): one side
+ * copies, the other describes its runs. args->push = 0: the receiver
+ * copies (process_vm_readv), the sender describes; push = 1: the sender
+ * copies (process_vm_writev), the receiver describes. The kernel pins the
+ * remote runs page by page, call by call, and walks local runs cheaply, so
+ * the side whose runs are scattered should copy. The describing side sends
+ * [UCX_DESC_HEAD + 2 n] uint64: { total bytes, n, push, then n x (address
+ * in its process, length) } with the operation's tag; the copying side
+ * probes for it (its size is the other side's business), copies straight
+ * between the two sets of runs, and sends a zero-byte acknowledgement
+ * (tag | NSP_TP_TAG_IOV_ACK), after which the describing side's request
+ * completes and its buffer is free again. With 0 bytes nobody
+ * acknowledges (nothing to protect). Other peers: UCX's iov datatype on
+ * both sides.
  */
-#define UCX_DESC_HEAD  2
+#define UCX_DESC_HEAD  3
 /* Runs per process_vm_readv call, each side (the kernel's limit). */
 #define UCX_PULL_BATCH (IOV_MAX < 1024 ? IOV_MAX : 1024)
 
@@ -777,8 +783,9 @@ static void ucx_iovec_add(struct iovec *v, int *n, char *p, size_t len)
     ++*n;
 }
 
-/* Copy the sender's runs (runs[2 k] its address, runs[2 k + 1] the length)
- * into the pull's runs, at most UCX_PULL_BATCH entries a side per call. */
+/* Copy between the op's runs and the peer's (runs[2 k] its address,
+ * runs[2 k + 1] the length), reading them (pull) or writing them (push),
+ * at most UCX_PULL_BATCH entries a side per call. */
 static nsp_status_t ucx_pull_copy(ucx_req_t *req, ucx_op_t *op, const uint64_t *runs,
                                   size_t nruns)
 {
@@ -812,22 +819,27 @@ static nsp_status_t ucx_pull_copy(ucx_req_t *req, ucx_op_t *op, const uint64_t *
         if (want == 0) {
             continue;
         }
-        got = process_vm_readv(peer->pid, local, (unsigned long)nl, remote, (unsigned long)nr, 0);
+        got = op->push ? process_vm_writev(peer->pid, local, (unsigned long)nl, remote,
+                                           (unsigned long)nr, 0)
+                       : process_vm_readv(peer->pid, local, (unsigned long)nl, remote,
+                                          (unsigned long)nr, 0);
         if (got != (ssize_t)want) {
             int err = got < 0 ? errno : EFAULT;
             return nsp_error(err == ESRCH ? NSP_ERR_PEER_FAILED : NSP_ERR_BACKEND,
-                             "ucx %s (tag 0x%08x): copying %zu bytes from rank %d (pid %d) "
-                             "with process_vm_readv failed: %s",
-                             req->what, req->tag, want, req->comm->base.world_rank0 + op->peer,
-                             (int)peer->pid, got < 0 ? strerror(err) : "short copy");
+                             "ucx %s (tag 0x%08x): copying %zu bytes %s rank %d (pid %d) "
+                             "with %s failed: %s",
+                             req->what, req->tag, want, op->push ? "to" : "from",
+                             req->comm->base.world_rank0 + op->peer, (int)peer->pid,
+                             op->push ? "process_vm_writev" : "process_vm_readv",
+                             got < 0 ? strerror(err) : "short copy");
         }
-        req->comm->world->stats.iov_pull_bytes += want;
+        req->comm->world->stats.iov_copy_bytes += want;
     }
     return NSP_OK;
 }
 
-/* The pull got its descriptor (op->desc, op->info.length bytes): check
- * it, copy, acknowledge. */
+/* The copying side got the peer's descriptor (op->desc, op->info.length
+ * bytes): check it, copy, acknowledge. */
 static nsp_status_t ucx_pull_land(ucx_req_t *req, ucx_op_t *op)
 {
     const uint64_t *d     = op->desc;
@@ -843,15 +855,32 @@ static nsp_status_t ucx_pull_land(ucx_req_t *req, ucx_op_t *op)
                          "a descriptor of runs was expected; ranks disagree on the operation",
                          req->what, req->tag, world, len);
     }
+    if (d[2] != (uint64_t)op->push) {
+        return nsp_error(NSP_ERR_MISMATCH, "ucx %s (tag 0x%08x): rank %d has the %s copy and "
+                         "this rank the %s: ranks disagree on push", req->what, req->tag,
+                         world, d[2] ? "receiver" : "sender", op->push ? "sender" : "receiver");
+    }
     if (d[0] != op->bytes) {
+        int me = req->comm->base.world_rank0 + req->comm->base.rank;
+        if (d[0] > 0) { /* the peer waits for a zero-byte ack: one byte fails it too */
+            static const char nack = 1;
+            memset(&param, 0, sizeof(param));
+            r = ucp_tag_send_nbx(peer->ep, &nack, 1,
+                                 ucx_tag(req->comm, req->comm->base.rank,
+                                         req->tag | NSP_TP_TAG_IOV_ACK),
+                                 &param);
+            op->ucp_req = UCS_PTR_IS_PTR(r) ? r : NULL; /* freed with the request */
+            op->is_recv = 0;
+        }
         return nsp_error(NSP_ERR_MISMATCH,
                          "ucx %s (tag 0x%08x): rank %d sent %llu bytes but rank %d expected "
                          "%zu; ranks disagree on sizes or layouts",
-                         req->what, req->tag, world, (unsigned long long)d[0],
-                         req->comm->base.world_rank0 + req->comm->base.rank, op->bytes);
+                         req->what, req->tag, op->push ? me : world,
+                         (unsigned long long)(op->push ? op->bytes : d[0]),
+                         op->push ? world : me, (size_t)(op->push ? d[0] : op->bytes));
     }
     NSP_CHECK(ucx_pull_copy(req, op, d + UCX_DESC_HEAD, (size_t)d[1]));
-    ++req->comm->world->stats.iov_pulls;
+    ++req->comm->world->stats.iov_copies;
     op->is_recv = 0; /* from here on: the acknowledgement, a send */
     if (op->bytes == 0) {
         return ucx_op_complete(req, op);
@@ -917,23 +946,25 @@ static nsp_status_t ucx_pull_test(ucx_req_t *req, ucx_op_t *op)
     return op->done ? NSP_OK : NSP_INPROGRESS;
 }
 
-/* A pull from cma peer `src` into its runs (the descriptor is probed for
- * when the request is tested). */
-static void ucx_post_pull(ucx_req_t *req, const nsp_tp_iov_t *iov, size_t n, int src)
+/* The copy between this rank's runs and cma peer `peer`'s (the peer's
+ * descriptor is probed for when the request is tested). */
+static void ucx_post_pull(ucx_req_t *req, const nsp_tp_iov_t *iov, size_t n, int peer, int push)
 {
     ucx_op_t *op = &req->ops[req->nops++];
 
-    op->peer    = src;
-    op->is_recv = 1;
+    op->peer    = peer;
+    op->is_recv = 1; /* first it receives the descriptor */
     op->bytes   = ucx_iov_bytes(iov, n);
     op->pull    = UCX_PULL_PROBE;
+    op->push    = push;
     op->iov     = iov;
     op->niov    = n;
 }
 
-/* To cma peer `dst`: the descriptor of the runs, and (when they hold
- * bytes) the receive of its acknowledgement. */
-static nsp_status_t ucx_post_desc(ucx_req_t *req, const nsp_tp_iov_t *iov, size_t n, int dst)
+/* To cma peer `dst`: the descriptor of this rank's runs, and (when they
+ * hold bytes) the receive of its acknowledgement. */
+static nsp_status_t ucx_post_desc(ucx_req_t *req, const nsp_tp_iov_t *iov, size_t n, int dst,
+                                  int push)
 {
     size_t       total = ucx_iov_bytes(iov, n), m = 0;
     uint64_t    *d = malloc((UCX_DESC_HEAD + 2 * n) * sizeof(uint64_t));
@@ -952,6 +983,7 @@ static nsp_status_t ucx_post_desc(ucx_req_t *req, const nsp_tp_iov_t *iov, size_
     }
     d[0]   = total;
     d[1]   = m;
+    d[2]   = (uint64_t)push;
     status = ucx_post_send(req, d, (UCX_DESC_HEAD + 2 * m) * sizeof(uint64_t), dst);
     req->ops[req->nops - 1].desc = d; /* the op owns it, posted or not */
     if (status == NSP_OK && total > 0) {
@@ -1035,7 +1067,7 @@ static nsp_status_t ucx_alltoallv_iov_post(nsp_tp_comm_t *base, const nsp_tp_all
 
     NSP_CHECK(ucx_check_stream("alltoallv_iov", stream));
     NSP_CHECK(ucx_iov_check(base, a, tag, out));
-    /* a cma pair: descriptor + acknowledgement one way, the pull the other */
+    /* a cma pair: descriptor + acknowledgement one way, the copy the other */
     NSP_CHECK(ucx_req_alloc(comm, "alltoallv_iov", tag, 3 * (n - 1), &req));
     ucx_iov_copy(a->recv + a->rfirst[me], a->rfirst[me + 1] - a->rfirst[me],
                  a->send + a->sfirst[me], a->sfirst[me + 1] - a->sfirst[me]);
@@ -1043,19 +1075,25 @@ static nsp_status_t ucx_alltoallv_iov_post(nsp_tp_comm_t *base, const nsp_tp_all
         int                 src = (me - k + n) % n;
         const nsp_tp_iov_t *iov = a->recv + a->rfirst[src];
         size_t              cnt = a->rfirst[src + 1] - a->rfirst[src];
-        if (ucx_peer(comm, src)->cma) {
-            ucx_post_pull(req, iov, cnt, src);
-        } else {
+        if (!ucx_peer(comm, src)->cma) {
             NSP_CHECK_GOTO(ucx_post_iov(req, iov, cnt, src, 1), status, err_free_req);
+        } else if (a->push) {
+            NSP_CHECK_GOTO(ucx_post_desc(req, iov, cnt, src, 1), status, err_free_req);
+        } else {
+            ucx_post_pull(req, iov, cnt, src, 0);
         }
     }
     for (int k = 1; k < n; ++k) {
         int                 dst = (me + k) % n;
         const nsp_tp_iov_t *iov = a->send + a->sfirst[dst];
         size_t              cnt = a->sfirst[dst + 1] - a->sfirst[dst];
-        NSP_CHECK_GOTO(ucx_peer(comm, dst)->cma ? ucx_post_desc(req, iov, cnt, dst)
-                                                : ucx_post_iov(req, iov, cnt, dst, 0),
-                       status, err_free_req);
+        if (!ucx_peer(comm, dst)->cma) {
+            NSP_CHECK_GOTO(ucx_post_iov(req, iov, cnt, dst, 0), status, err_free_req);
+        } else if (a->push) {
+            ucx_post_pull(req, iov, cnt, dst, 1);
+        } else {
+            NSP_CHECK_GOTO(ucx_post_desc(req, iov, cnt, dst, 0), status, err_free_req);
+        }
     }
     *out = ucx_req_posted(req);
     return NSP_OK;
