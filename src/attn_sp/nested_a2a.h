@@ -36,7 +36,7 @@ size_t nsp_a2a_direct_min(void);
 
 /** Default shortest run (bytes) from which a level moves as runs, with no
  *  pack or unpack (NSPCOMM_A2A_IOV_MIN overrides it). */
-#define NSP_A2A_IOV_MIN_BYTES ((size_t)256)
+#define NSP_A2A_IOV_MIN_BYTES ((size_t)1024)
 
 /**
  * The shortest run of a level (nsp_pack_run_min: the heads of one index

@@ -15,6 +15,13 @@
  * the sender's count and a disagreement is an error, never a silent hang or
  * truncation.
  *
+ * Scattered runs (alltoallv_iov_post). UCX 1.13 sends its iov datatype by
+ * rendezvous only through active-message fragments (two copies over shared
+ * memory, no CMA), so between ranks on this host that may read each other
+ * (ucx_cma_agree) one side describes its runs and the other copies them
+ * with process_vm_readv / process_vm_writev: one copy per byte, like UCX's
+ * own CMA rendezvous of a contiguous buffer. Other peers use UCX's iov.
+ *
  * Failures. UCX 1.13's shared-memory transports have no peer failure
  * handler: asking for UCP_ERR_HANDLING_MODE_PEER to a rank on the same host
  * makes UCX fall back to tcp (about 3x slower on one host). So by default
