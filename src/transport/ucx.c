@@ -154,6 +154,7 @@ typedef struct ucx_op {
     const nsp_tp_iov_t *iov;     /* a copy: this rank's runs, niov of them */
     size_t              niov;
     void               *desc;    /* a descriptor sent or received (owned; freed with it) */
+    int                 ack;     /* the receive of a copying peer's acknowledgement */
 } ucx_op_t;
 
 typedef struct ucx_req {
@@ -249,6 +250,14 @@ static nsp_status_t ucx_op_failed(ucx_req_t *req, const ucx_op_t *op, ucs_status
 {
     int world_rank = req->comm->base.world_rank0 + op->peer;
 
+    if (st == UCS_ERR_MESSAGE_TRUNCATED && op->ack) {
+        return nsp_error(NSP_ERR_MISMATCH,
+                         "ucx %s (tag 0x%08x): rank %d, which copies between our runs, found "
+                         "that rank %d and it disagree on the bytes between them (it says how "
+                         "many); ranks disagree on sizes or layouts",
+                         req->what, req->tag, world_rank,
+                         req->comm->base.world_rank0 + req->comm->base.rank);
+    }
     if (st == UCS_ERR_MESSAGE_TRUNCATED) {
         return nsp_error(NSP_ERR_MISMATCH,
                          "ucx %s (tag 0x%08x): rank %d sent more than the %zu bytes rank %d "
@@ -995,6 +1004,7 @@ static nsp_status_t ucx_post_desc(ucx_req_t *req, const nsp_tp_iov_t *iov, size_
     req->ops[req->nops - 1].desc = d; /* the op owns it, posted or not */
     if (status == NSP_OK && total > 0) {
         status = ucx_post_recv_tag(req, NULL, 0, dst, req->tag | NSP_TP_TAG_IOV_ACK);
+        req->ops[req->nops - 1].ack = 1;
     }
     return status;
 }
