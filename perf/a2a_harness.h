@@ -16,6 +16,7 @@
  * the mpi rows make none). */
 typedef struct a2a_ucx_per_call {
     double sends, eager, rndv, bytes, progress, idle_progress;
+    double copies, copy_bytes; /* runs exchanges this rank copied itself (CMA), bytes */
 } a2a_ucx_per_call_t;
 
 /* One row of one size, reduced over ranks and repetitions. */

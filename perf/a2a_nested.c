@@ -99,8 +99,9 @@ static void nested_free(perf_ctx_t *c, void *state)
 /* ---- the copies a call makes ---------------------------------------------- */
 
 /* Bytes of the parts of level view v that move in place (direct) and of
- * the small ones, batched (src/attn_sp/nested_a2a.c level_make_parts: at
- * most 128 direct parts, decided by nsp_pack_seq_direct). */
+ * the small ones, batched (src/attn_sp/nested_a2a_host.c level_make_parts:
+ * at most 128 direct parts, decided by nsp_pack_seq_direct), or of a level
+ * that moves as runs. */
 static void level_copies(const perf_ctx_t *c, const nsp_level_view_t *v, int mpi_pack,
                          a2a_copies_t *out)
 {
@@ -108,6 +109,10 @@ static void level_copies(const perf_ctx_t *c, const nsp_level_view_t *v, int mpi
     size_t        *sb = a2a_xmalloc(4 * sizeof(size_t) * (size_t)v->degree);
     unsigned char *small = a2a_xcalloc((size_t)v->nseqs + 1);
     int            ndirect = 0;
+    /* runs (nested_a2a_host.c level_uses_runs; perf's trees hold every
+     * degree): no pack and no unpack, only the wire */
+    int            runs = !mpi_pack && nsp_pack_run_min(v, c->opts.heads, rowb) > 0 &&
+                          nsp_pack_run_min(v, c->opts.heads, rowb) >= nsp_a2a_iov_min();
 
     for (int j = 0; j < v->nseqs; ++j) {
         int direct = ndirect < 128 &&
@@ -121,7 +126,12 @@ static void level_copies(const perf_ctx_t *c, const nsp_level_view_t *v, int mpi
            "pack counts");
     for (int p = 0; p < v->degree; ++p) {
         *(p == v->index ? &out->self : &out->wire) += (double)sb[p];
-        out->pack += p == v->index ? 0.0 : (double)sb[p]; /* s2h packs every part */
+        out->pack += p == v->index || runs ? 0.0 : (double)sb[p]; /* s2h packs every part */
+    }
+    if (runs) {
+        free(small);
+        free(sb);
+        return;
     }
     PCHECK(c, nsp_pack_counts_sel(v, small, NSP_A2A_SEQ_TO_HEAD, c->opts.heads, rowb,
                                   NSP_A2A_REPLICAS_FIRST, NSP_PACK_SKIP_SELF, sb,

@@ -170,9 +170,11 @@ static void print_ucx(const a2a_size_out_t *z)
         if (u->sends <= 0) {
             continue;
         }
-        printf("%s %s %.1f sends (%.1f eager, %.1f rndv) %.0f B, %.0f progress (%.0f idle)",
+        printf("%s %s %.1f sends (%.1f eager, %.1f rndv) %.0f B, %.1f run copies %.0f B, %.0f "
+               "progress (%.0f idle)",
                any++ ? " |" : "#  ucx (per call, mean over ranks):", z->res[k].method, u->sends,
-               u->eager, u->rndv, u->bytes, u->progress, u->idle_progress);
+               u->eager, u->rndv, u->bytes, u->copies, u->copy_bytes, u->progress,
+               u->idle_progress);
     }
     if (any) {
         printf("\n");
@@ -246,15 +248,17 @@ static void json_numbers(nsp_json_writer_t *w, const char *key, const char *cons
 /* A row's "ucx" counters and "copies_bytes" (null when it gives none). */
 static void json_ucx_copies(nsp_json_writer_t *w, const a2a_result_t *r)
 {
-    static const char *const ukeys[] = {"sends", "eager", "rndv", "bytes", "progress",
-                                        "progress_idle"};
+    static const char *const ukeys[] = {"sends",    "eager",         "rndv",
+                                        "bytes",    "progress",      "progress_idle",
+                                        "copies",   "copy_bytes"};
     static const char *const ckeys[] = {"level0", "self", "pack", "wire", "unpack", "total"};
-    const double u[] = {r->ucx.sends, r->ucx.eager,    r->ucx.rndv,
-                        r->ucx.bytes, r->ucx.progress, r->ucx.idle_progress};
+    const double u[] = {r->ucx.sends,  r->ucx.eager,    r->ucx.rndv,
+                        r->ucx.bytes,  r->ucx.progress, r->ucx.idle_progress,
+                        r->ucx.copies, r->ucx.copy_bytes};
     const double k[] = {r->copies.level0, r->copies.self,   r->copies.pack,
                         r->copies.wire,   r->copies.unpack, copies_total(&r->copies)};
 
-    json_numbers(w, "ucx", ukeys, u, 6);
+    json_numbers(w, "ucx", ukeys, u, 8);
     if (r->has_copies) {
         json_numbers(w, "copies_bytes", ckeys, k, 6);
     } else {

@@ -99,6 +99,8 @@ static void ucx_add_delta(nsp_tp_ucx_stats_t *acc, const nsp_tp_ucx_stats_t *a,
     acc->send_bytes += b->send_bytes - a->send_bytes;
     acc->progress += b->progress - a->progress;
     acc->progress_idle += b->progress_idle - a->progress_idle;
+    acc->iov_copies += b->iov_copies - a->iov_copies;
+    acc->iov_copy_bytes += b->iov_copy_bytes - a->iov_copy_bytes;
 }
 
 /* The timed calls alone, in a function of their own (never inlined) so a
@@ -185,7 +187,7 @@ static void time_rows(perf_ctx_t *c, a2a_rows_t *rows)
  * columns of reps values each) the time, the CPU time and each phase per
  * call; then UCX counters per call, wrong, off-rank bytes. */
 enum { R_TIME, R_CPU, R_PHASE, PER_REP = R_PHASE + A2A_MAX_PHASES };
-enum { G_UCX = 0, G_WRONG = G_UCX + 5, G_OFF, G_COPIES, G_FIXED = G_COPIES + 5 };
+enum { G_UCX = 0, G_WRONG = G_UCX + 7, G_OFF, G_COPIES, G_FIXED = G_COPIES + 5 };
 
 static void row_pack(perf_ctx_t *c, const a2a_row_t *r, double wrong, double *v)
 {
@@ -205,6 +207,8 @@ static void row_pack(perf_ctx_t *c, const a2a_row_t *r, double wrong, double *v)
     fix[G_UCX + 2] = (double)r->ucx.send_bytes / calls;
     fix[G_UCX + 3] = (double)r->ucx.progress / calls;
     fix[G_UCX + 4] = (double)r->ucx.progress_idle / calls;
+    fix[G_UCX + 5] = (double)r->ucx.iov_copies / calls;
+    fix[G_UCX + 6] = (double)r->ucx.iov_copy_bytes / calls;
     fix[G_WRONG]   = wrong;
     fix[G_OFF]     = r->offrank;
     if (r->ops->copies != NULL) {
@@ -284,6 +288,8 @@ static void row_result(perf_ctx_t *c, const a2a_row_t *r, size_t bytes, a2a_resu
     res->ucx.bytes         = mean_fixed(c, all, stride, G_UCX + 2);
     res->ucx.progress      = mean_fixed(c, all, stride, G_UCX + 3);
     res->ucx.idle_progress = mean_fixed(c, all, stride, G_UCX + 4);
+    res->ucx.copies        = mean_fixed(c, all, stride, G_UCX + 5);
+    res->ucx.copy_bytes    = mean_fixed(c, all, stride, G_UCX + 6);
     res->has_copies        = r->ops->copies != NULL;
     res->copies.level0     = mean_fixed(c, all, stride, G_COPIES + 0);
     res->copies.self       = mean_fixed(c, all, stride, G_COPIES + 1);

@@ -34,6 +34,19 @@ uint32_t nsp_a2a_tag(uint32_t post_seq, int degree);
  */
 size_t nsp_a2a_direct_min(void);
 
+/** Default shortest run (bytes) from which a level moves as runs, with no
+ *  pack or unpack (NSPCOMM_A2A_IOV_MIN overrides it). */
+#define NSP_A2A_IOV_MIN_BYTES ((size_t)1024)
+
+/**
+ * The shortest run of a level (nsp_pack_run_min: the heads of one index
+ * times D * elem_size) from which the host engine sends the level as runs
+ * of its buffers (the transport's alltoallv_iov_post) instead of packing
+ * and unpacking: $NSPCOMM_A2A_IOV_MIN (bytes; 0 always, "off" never; read
+ * once) or NSP_A2A_IOV_MIN_BYTES. Part of the agreement hash.
+ */
+size_t nsp_a2a_iov_min(void);
+
 /**
  * The tag of part `part` (0..255) of the level whose degree has id
  * `degree_id` (nsp_layout_degree_id) in post number `post_seq`: distinct for

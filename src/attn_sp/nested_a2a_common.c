@@ -15,6 +15,7 @@
 #include "transport/request.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,34 @@ size_t nsp_a2a_direct_min(void)
     return direct_min_bytes;
 }
 
+static pthread_once_t iov_min_once = PTHREAD_ONCE_INIT;
+static size_t         iov_min_bytes;
+
+static void iov_min_read(void)
+{
+    const char *env = getenv("NSPCOMM_A2A_IOV_MIN");
+
+    iov_min_bytes = NSP_A2A_IOV_MIN_BYTES;
+    if (env != NULL && *env != '\0') {
+        char              *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (strcmp(env, "off") == 0) {
+            iov_min_bytes = SIZE_MAX;
+        } else if (*end == '\0' && env[0] >= '0' && env[0] <= '9') {
+            iov_min_bytes = (size_t)v;
+        } else {
+            NSP_WARN("NSPCOMM_A2A_IOV_MIN=%s is neither a byte count nor \"off\"; using %zu",
+                     env, iov_min_bytes);
+        }
+    }
+}
+
+size_t nsp_a2a_iov_min(void)
+{
+    pthread_once(&iov_min_once, iov_min_read);
+    return iov_min_bytes;
+}
+
 uint32_t nsp_a2a_part_tag(uint32_t post_seq, int degree_id, int part)
 {
     return NSP_TP_TAG(NSP_TP_TAG_CLASS_A2A, ((post_seq & 0x7ffu) << 13) |
@@ -63,8 +92,8 @@ uint32_t nsp_a2a_part_tag(uint32_t post_seq, int degree_id, int part)
 uint64_t nsp_a2a_check_hash(uint64_t plan_hash, nsp_a2a_dir_t dir, int heads, int head_dim,
                             size_t elem_size, nsp_a2a_replicas_t replicas, int mapped)
 {
-    int64_t v[7] = {(int64_t)dir, heads, head_dim, (int64_t)elem_size, (int64_t)replicas,
-                    (int64_t)nsp_a2a_direct_min(), mapped};
+    int64_t v[8] = {(int64_t)dir, heads, head_dim, (int64_t)elem_size, (int64_t)replicas,
+                    (int64_t)nsp_a2a_direct_min(), mapped, (int64_t)nsp_a2a_iov_min()};
 
     return nsp_fnv1a(plan_hash, v, sizeof(v));
 }

@@ -61,6 +61,8 @@ typedef struct nsp_a2a_tps {
  * arrival) and each large one in a part of its own that lands in place in
  * the head-sharded block (s2h) or leaves from it (h2s), saving a copy
  * (nsp_pack_seq_direct()); on the device engine one part for the level.
+ * A host level that moves as runs (nested_a2a_host.c level_uses_runs) has
+ * one part too, whose counts are all the engine reads: no pack space.
  */
 typedef struct nsp_a2a_part {
     unsigned char *sel;                 /* [nseqs] its sequences; NULL: all of them */

@@ -11,6 +11,12 @@
  *     exchange  test the transport request(s) until the data landed
  *     finish    unpack (unless received in place)
  *
+ * A level whose runs are long enough (nsp_a2a_iov_min) on a tree group
+ * moves as runs instead: one part, the transport's alltoallv_iov_post from
+ * the source buffer's runs straight into the destination's (pack.h
+ * "Runs"), no pack and no unpack; the UCX backend copies each byte once
+ * (a same-host peer's process_vm_readv).
+ *
  * with [wait to be opened] first on gated handles, and [announce] ->
  * [copy from mapped peers, or pack and post] in place of [start] on levels
  * that may read mapped sources (nested_a2a_mapped.h). Parts (the small
@@ -24,6 +30,7 @@
 #include "attn_sp/nested_a2a_common.h"
 #include "attn_sp/nested_a2a_mapped.h"
 #include "attn_sp/pack.h"
+#include "attn_sp/replica_sum.h"
 #include "common/log.h"
 #include "transport/comm.h"
 #include "transport/request.h"
@@ -146,6 +153,10 @@ typedef struct host_level {
     void             *send_scratch, *recv_scratch; /* the handle's, create to destroy */
     size_t            send_cap, recv_cap;
     nsp_a2a_mapped_t *map;  /* the mapped path, when the level may read mapped sources */
+    int               iov;  /* 1: moves as runs (one part, no pack, no unpack) */
+    nsp_pack_run_t   *sruns, *rruns;   /* runs as offsets into L->src / L->dst */
+    size_t           *sfirst, *rfirst; /* [d + 1] each peer's first run */
+    nsp_tp_iov_t     *siov, *riov;     /* the runs bound to a start's buffers */
 } host_level_t;
 
 typedef struct host_handle {
@@ -197,6 +208,32 @@ static nsp_status_t part_post(nsp_a2a_level_t *L, int k)
                             nsp_a2a_part_tag(L->a2a->post_seq, L->degree_id, k), NULL);
 }
 
+/* A level of runs: bind them to this start's buffers and post. */
+static nsp_status_t runs_post(nsp_a2a_level_t *L)
+{
+    host_level_t          *H = hlevel(L);
+    int                    d = L->lv.degree;
+    /* s2h: the send runs (head slices of my tokens) are the scattered ones */
+    nsp_tp_alltoallv_iov_t args = {H->siov, H->sfirst, H->riov, H->rfirst,
+                                   L->a2a->dir == NSP_A2A_SEQ_TO_HEAD};
+    nsp_a2a_tps_t         *t = &L->tps;
+
+    for (size_t k = 0; k < H->sfirst[d]; ++k) {
+        H->siov[k].buf = (char *)L->src + H->sruns[k].off; /* read only */
+        H->siov[k].len = H->sruns[k].len;
+    }
+    for (size_t k = 0; k < H->rfirst[d]; ++k) {
+        H->riov[k].buf = L->dst + H->rruns[k].off;
+        H->riov[k].len = H->rruns[k].len;
+    }
+    NSP_CHECK(nsp_group_alltoallv_iov_post(L->group, &args,
+                                           nsp_a2a_part_tag(L->a2a->post_seq, L->degree_id, 0),
+                                           NULL, &t->reqs[t->n]));
+    t->seen[t->n] = t->reqs[t->n]->progress;
+    ++t->n;
+    return NSP_OK;
+}
+
 /* Pack part P of level L (unless it leaves in place) and bind its buffers. */
 static nsp_status_t part_pack(nsp_a2a_level_t *L, nsp_a2a_part_t *P)
 {
@@ -230,7 +267,10 @@ static nsp_status_t step_start(void *arg)
     nsp_a2a_t       *op = L->a2a;
     int              idle;
 
-    for (int k = 0; k < L->nparts; ++k) {
+    if (hlevel(L)->iov) {
+        NSP_CHECK(runs_post(L));
+    }
+    for (int k = 0; k < L->nparts && !hlevel(L)->iov; ++k) {
         NSP_CHECK(part_pack(L, &L->parts[k]));
         NSP_CHECK(part_post(L, k));
     }
@@ -306,7 +346,7 @@ static nsp_status_t step_finish(void *arg)
     if (hlevel(L)->map != NULL && hlevel(L)->map->mapped) {
         return NSP_OK; /* every byte was copied in place by step_decide */
     }
-    for (int k = 0; k < L->nparts && status == NSP_OK; ++k) {
+    for (int k = 0; k < L->nparts && status == NSP_OK && !hlevel(L)->iov; ++k) {
         nsp_a2a_part_t *P = &L->parts[k];
         if (op->dir == NSP_A2A_SEQ_TO_HEAD) {
             if (P->seq < 0) {
@@ -402,6 +442,57 @@ static nsp_status_t level_count_parts(nsp_a2a_level_t *L)
     return NSP_OK;
 }
 
+/* Does level L move as runs? Decided from what every rank of the group
+ * shares (the carrier, direction, replicas, heads, degree, row_bytes and
+ * the agreed threshold), so all decide alike. Summed replicas need the
+ * receiver to add, which runs cannot. */
+static int level_uses_runs(const nsp_a2a_level_t *L)
+{
+    const nsp_a2a_t *op  = L->a2a;
+    size_t           run = nsp_pack_run_min(&L->view, op->heads, op->row_bytes);
+
+    return L->group->level >= 0 &&
+           !(op->dir == NSP_A2A_HEAD_TO_SEQ && nsp_rs_sums((int32_t)op->replicas)) &&
+           run > 0 && run >= nsp_a2a_iov_min();
+}
+
+/* Level L as runs: one part of every sequence (its counts), the runs of
+ * both sides (send: L->src, receive: L->dst) and room to bind them. */
+static nsp_status_t level_make_runs(nsp_a2a_level_t *L)
+{
+    host_level_t   *H   = hlevel(L);
+    const nsp_a2a_t *op = L->a2a;
+    nsp_a2a_part_t *P;
+    size_t          max = nsp_pack_runs_max(&L->view) + 1, d = (size_t)L->lv.degree;
+    int             s2h = op->dir == NSP_A2A_SEQ_TO_HEAD;
+
+    NSP_CHECK(nsp_a2a_parts_alloc(L, 1));
+    P      = &L->parts[0];
+    P->sel = NULL;
+    H->sruns  = calloc(max, sizeof(*H->sruns));
+    H->rruns  = calloc(max, sizeof(*H->rruns));
+    H->sfirst = calloc(d + 1, sizeof(size_t));
+    H->rfirst = calloc(d + 1, sizeof(size_t));
+    H->siov   = calloc(max, sizeof(*H->siov));
+    H->riov   = calloc(max, sizeof(*H->riov));
+    if (H->sruns == NULL || H->rruns == NULL || H->sfirst == NULL || H->rfirst == NULL ||
+        H->siov == NULL || H->riov == NULL || nsp_a2a_tps_alloc(&L->tps, 1) != NSP_OK) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "nested all-to-all: cannot allocate the %zu runs "
+                         "of level %d", max, L->level);
+    }
+    NSP_CHECK(nsp_a2a_part_counts(L, P));
+    if (s2h) { /* my chunks' head slices out, whole chunks into my block */
+        NSP_CHECK(nsp_pack_runs_chunks(&L->view, NULL, op->heads, op->row_bytes, P->sb,
+                                       H->sruns, H->sfirst));
+        return nsp_pack_runs_block(&L->view, NULL, op->heads, op->row_bytes, P->rb, H->rruns,
+                                   H->rfirst);
+    }
+    NSP_CHECK(nsp_pack_runs_block(&L->view, NULL, op->heads, op->row_bytes, P->sb, H->sruns,
+                                  H->sfirst));
+    return nsp_pack_runs_chunks(&L->view, NULL, op->heads, op->row_bytes, P->rb, H->rruns,
+                                H->rfirst);
+}
+
 /* Split level L into parts (nsp_pack_seq_direct) with their counts. */
 static nsp_status_t level_make_parts(nsp_a2a_level_t *L)
 {
@@ -438,13 +529,14 @@ static nsp_status_t level_derive(nsp_a2a_t *a, nsp_a2a_level_t *L)
     host_level_t *H = hlevel(L);
     int           d = L->lv.degree;
 
-    NSP_CHECK(level_make_parts(L));
+    H->iov = level_uses_runs(L);
+    NSP_CHECK(H->iov ? level_make_runs(L) : level_make_parts(L));
     NSP_DEBUG("nested all-to-all %s: level %d degree %d (group %d..%d, %s), %d seqs in %d "
-              "part(s) (%d in place), sends %zu B, receives %zu B",
+              "part(s) (%d in place%s), sends %zu B, receives %zu B",
               a->dir == NSP_A2A_SEQ_TO_HEAD ? "s2h" : "h2s", L->level, d, L->lv.rank0,
               L->lv.rank0 + d - 1, L->group->level < 0 ? "pairwise over the world" : "tree group",
-              L->lv.nseqs, L->nparts, level_direct_parts(L), nsp_a2a_level_bytes(L, 0),
-              nsp_a2a_level_bytes(L, 1));
+              L->lv.nseqs, L->nparts, level_direct_parts(L), H->iov ? ", as runs" : "",
+              nsp_a2a_level_bytes(L, 0), nsp_a2a_level_bytes(L, 1));
     NSP_CHECK(nsp_a2a_mapped_setup(L, &H->map));
     H->send_scratch = scratch_get(host_of(a)->hw, L->send_total, &H->send_cap);
     H->recv_scratch = scratch_get(host_of(a)->hw, L->recv_total, &H->recv_cap);
@@ -563,6 +655,12 @@ static void host_release(nsp_a2a_t *a)
             continue;
         }
         nsp_a2a_mapped_free(H->map);
+        free(H->sruns);
+        free(H->rruns);
+        free(H->sfirst);
+        free(H->rfirst);
+        free(H->siov);
+        free(H->riov);
         if (h != NULL && h->hw != NULL) {
             scratch_put(h->hw, H->send_scratch, H->send_cap);
             scratch_put(h->hw, H->recv_scratch, H->recv_cap);

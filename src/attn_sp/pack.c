@@ -439,3 +439,83 @@ nsp_status_t nsp_pack_copy_peer(const nsp_level_view_t *v, nsp_a2a_dir_t dir, in
     }
     return NSP_OK;
 }
+
+/* ---- runs (pack.h): the wire streams as runs of the buffers ---------------- */
+
+size_t nsp_pack_runs_max(const nsp_level_view_t *v)
+{
+    return ((size_t)level_chunk_tokens(v, NULL, v->index) + (size_t)v->nseqs) *
+           (size_t)v->degree;
+}
+
+/* Append [off, off + len) to runs[*n], merged with the last run if adjacent. */
+static void run_add(nsp_pack_run_t *runs, size_t *n, size_t first, size_t off, size_t len)
+{
+    if (*n > first && runs[*n - 1].off + runs[*n - 1].len == off) {
+        runs[*n - 1].len += len;
+        return;
+    }
+    runs[*n].off = off;
+    runs[*n].len = len;
+    ++*n;
+}
+
+nsp_status_t nsp_pack_runs_chunks(const nsp_level_view_t *v, const unsigned char *sel,
+                                  int heads, size_t row_bytes, const size_t *bytes,
+                                  nsp_pack_run_t *runs, size_t *first)
+{
+    int   *hfirst = NULL, *count = NULL, *rep = NULL; /* set by share_table */
+    size_t n      = 0;
+    size_t tok    = (size_t)heads * row_bytes; /* one token of [L, H, D] */
+
+    NSP_CHECK(share_table(v, heads, &hfirst, &count, &rep));
+    for (int p = 0; p < v->degree; ++p) {
+        int64_t t = 0, start, len;
+        first[p] = n;
+        for (int j = 0; j < v->nseqs && bytes[p] > 0; ++j) {
+            nsp_chunk_of(v->seq_len[j], v->degree, v->index, &start, &len);
+            for (int64_t k = 0; k < len && selected(sel, j); ++k) {
+                run_add(runs, &n, first[p], (size_t)(t + k) * tok + (size_t)hfirst[p] * row_bytes,
+                        (size_t)count[p] * row_bytes);
+            }
+            t += len;
+        }
+    }
+    first[v->degree] = n;
+    free(hfirst);
+    return NSP_OK;
+}
+
+nsp_status_t nsp_pack_runs_block(const nsp_level_view_t *v, const unsigned char *sel,
+                                 int heads, size_t row_bytes, const size_t *bytes,
+                                 nsp_pack_run_t *runs, size_t *first)
+{
+    int    hfirst, h_me, r_me;
+    size_t n = 0, tok;
+
+    NSP_CHECK(nsp_head_share(heads, v->degree, v->index, &hfirst, &h_me, &r_me));
+    tok = (size_t)h_me * row_bytes; /* one token of the block [T, h_me, D] */
+    for (int q = 0; q < v->degree; ++q) {
+        int64_t seq_off = 0, start, len;
+        first[q] = n;
+        for (int j = 0; j < v->nseqs && bytes[q] > 0; ++j) {
+            nsp_chunk_of(v->seq_len[j], v->degree, q, &start, &len);
+            if (selected(sel, j) && len > 0) {
+                run_add(runs, &n, first[q], (size_t)(seq_off + start) * tok, (size_t)len * tok);
+            }
+            seq_off += v->seq_len[j];
+        }
+    }
+    first[v->degree] = n;
+    return NSP_OK;
+}
+
+size_t nsp_pack_run_min(const nsp_level_view_t *v, int heads, size_t row_bytes)
+{
+    int first, count, replicas;
+
+    if (nsp_head_share(heads, v->degree, v->index, &first, &count, &replicas) != NSP_OK) {
+        return 0;
+    }
+    return (size_t)count * row_bytes; /* every index holds as many heads */
+}

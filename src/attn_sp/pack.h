@@ -182,4 +182,42 @@ static inline int nsp_pack_seq_direct(const nsp_level_view_t *view, int j, int h
                min_bytes;
 }
 
+/*
+ * Runs: the wire streams above as runs of the buffers themselves, for a
+ * transport that sends scattered data without a pack (alltoallv_iov_post).
+ * For each peer p with bytes[p] > 0, in the order of its stream, the runs
+ * as byte offsets into one side's buffer (adjacent runs merged); peer p's
+ * runs are runs[first[p] .. first[p+1]), first has d + 1 entries.
+ *   chunks side [L, H, D] (s2h send, h2s receive): per selected token,
+ *     peer p's head slice, count[p] * row_bytes bytes at stride H * row_bytes;
+ *   block side [T, h_me, D] (s2h receive, h2s send): per selected sequence,
+ *     index q's chunk of it, contiguous.
+ * With a summing replica mode the receiver adds, which runs cannot do.
+ */
+typedef struct nsp_pack_run {
+    size_t off; /* bytes from the start of the side's buffer */
+    size_t len;
+} nsp_pack_run_t;
+
+/** Most runs either side of a level can have: (tokens of this rank's
+ *  chunks + sequences) * d. Pure. */
+size_t nsp_pack_runs_max(const nsp_level_view_t *view);
+
+/** The chunks side's runs (room for nsp_pack_runs_max). Pure. Errors: as
+ *  nsp_head_share(). */
+nsp_status_t nsp_pack_runs_chunks(const nsp_level_view_t *view, const unsigned char *sel,
+                                  int heads, size_t row_bytes, const size_t *bytes,
+                                  nsp_pack_run_t *runs, size_t *first);
+
+/** The block side's runs (room for nsp_pack_runs_max). Pure. Errors: as
+ *  nsp_head_share(). */
+nsp_status_t nsp_pack_runs_block(const nsp_level_view_t *view, const unsigned char *sel,
+                                 int heads, size_t row_bytes, const size_t *bytes,
+                                 nsp_pack_run_t *runs, size_t *first);
+
+/** The shortest run of the chunks side: (heads of an index) * row_bytes,
+ *  the same on every rank of the group (what the iov-or-pack choice reads).
+ *  0 when heads and degree do not divide one another. Pure. */
+size_t nsp_pack_run_min(const nsp_level_view_t *view, int heads, size_t row_bytes);
+
 #endif /* NSP_ATTN_SP_PACK_H_ */

@@ -73,6 +73,23 @@ nsp_status_t nsp_group_alltoallv_post(nsp_group_t *g, const nsp_tp_alltoallv_t *
     return NSP_OK;
 }
 
+nsp_status_t nsp_group_alltoallv_iov_post(nsp_group_t *g, const nsp_tp_alltoallv_iov_t *args,
+                                          uint32_t tag, void *stream, nsp_request_t **req)
+{
+    if (g->level < 0) {
+        return nsp_error(NSP_ERR_UNSUPPORTED, "group of degree %d at rank %d: runs go only on "
+                         "a tree group's own communicator", g->degree, g->rank0);
+    }
+    NSP_CHECK(g->tp->ops->alltoallv_iov_post(g->tp, args, tag, stream, req));
+    for (int j = 0; j < g->degree; ++j) {
+        for (size_t k = args->sfirst[j]; k < args->sfirst[j + 1]; ++k) {
+            g->stats.bytes_sent += args->send[k].len;
+        }
+    }
+    ++g->stats.alltoallv_posts;
+    return NSP_OK;
+}
+
 nsp_status_t nsp_group_sendrecv_post(nsp_group_t *g, const void *sendbuf, size_t sendbytes,
                                      int to, void *recvbuf, size_t recvbytes, int from,
                                      uint32_t tag, void *stream, nsp_request_t **req)

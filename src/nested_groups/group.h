@@ -85,6 +85,16 @@ nsp_status_t nsp_group_alltoallv_post(nsp_group_t *g, const nsp_tp_alltoallv_t *
                                       int *nreqs);
 
 /**
+ * Post an all-to-all of scattered runs over the group (the transport's
+ * alltoallv_iov_post; runs by group index, borrowed until the request
+ * completes). Only on the level's own communicator (g->level >= 0): over
+ * the world it is NSP_ERR_UNSUPPORTED (callers pack there). On success
+ * *req is owned by the caller. Errors: those of alltoallv_iov_post.
+ */
+nsp_status_t nsp_group_alltoallv_iov_post(nsp_group_t *g, const nsp_tp_alltoallv_iov_t *args,
+                                          uint32_t tag, void *stream, nsp_request_t **req);
+
+/**
  * Post one send to group index `to` and one receive from index `from` as
  * one operation (either may be this rank: a copy), buffers borrowed until
  * the request completes, `tag` as the transport's. On success *req is owned

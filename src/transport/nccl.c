@@ -1050,6 +1050,21 @@ err_discard:
     return status;
 }
 
+/* NCCL moves device memory with its own kernels; scattered runs are the
+ * device engine's pack kernels' business (nested_a2a_device.c). */
+static nsp_status_t nccl_alltoallv_iov_post(nsp_tp_comm_t *base,
+                                            const nsp_tp_alltoallv_iov_t *args, uint32_t tag,
+                                            void *stream, nsp_request_t **req)
+{
+    (void)base;
+    (void)args;
+    (void)tag;
+    (void)stream;
+    (void)req;
+    return nsp_error(NSP_ERR_UNSUPPORTED, "nccl: alltoallv of scattered runs is not "
+                     "supported; pack on the device (the device engine does)");
+}
+
 static nsp_status_t nccl_sendrecv_post(nsp_tp_comm_t *base, const void *sendbuf,
                                        size_t sendbytes, int dst, void *recvbuf, size_t recvbytes,
                                        int src, uint32_t tag, void *stream, nsp_request_t **out)
@@ -1307,6 +1322,7 @@ const nsp_tp_ops_t nsp_tp_nccl_ops = {
     .split          = nccl_split,
     .destroy        = nccl_destroy,
     .alltoallv_post = nccl_alltoallv_post,
+    .alltoallv_iov_post = nccl_alltoallv_iov_post,
     .sendrecv_post  = nccl_sendrecv_post,
     .progress       = nccl_progress,
     .allgather      = nccl_allgather,

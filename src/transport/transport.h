@@ -68,6 +68,9 @@ typedef enum {
 #define NSP_TP_TAG_CLASS_A2A  1u
 #define NSP_TP_TAG_CLASS_RING 2u
 #define NSP_TP_TAG_CLASS_USER 3u  /**< tests and perf tools */
+/* The transport's own acknowledgements of alltoallv_iov_post carry the
+ * caller's tag with this bit set: callers' classes stay below 0x40. */
+#define NSP_TP_TAG_IOV_ACK    0x40000000u
 #define NSP_TP_TAG(cls, seq) ((((uint32_t)(cls) & 0x7fu) << 24) | ((uint32_t)(seq) & NSP_TP_TAG_SEQ_MASK))
 
 /** mem_group_mapped: any live region. */
@@ -100,6 +103,31 @@ typedef struct nsp_tp_alltoallv {
     const size_t *recvcounts;  /**< [size] bytes expected from each peer */
     const size_t *rdispls;     /**< [size] byte offsets into recvbuf; parts must not overlap */
 } nsp_tp_alltoallv_t;
+
+/** One contiguous run of bytes (host memory). */
+typedef struct nsp_tp_iov {
+    void  *buf;
+    size_t len;
+} nsp_tp_iov_t;
+
+/**
+ * Arguments of an all-to-all of scattered runs, all borrowed until
+ * completion. Peer j's send runs are send[sfirst[j] .. sfirst[j+1]) (in
+ * that order they make one byte stream), its receive runs
+ * recv[rfirst[j] .. rfirst[j+1]); the receive runs of one request must not
+ * overlap. The bytes peer j sends this rank (the sum of its runs' len) must
+ * equal what this rank's runs for j hold: a difference is NSP_ERR_MISMATCH.
+ * Sender and receiver cut their streams independently.
+ */
+typedef struct nsp_tp_alltoallv_iov {
+    const nsp_tp_iov_t *send;    /**< runs to send, peer by peer (buf read only) */
+    const size_t       *sfirst;  /**< [size + 1] first run of each peer; sfirst[size] = total */
+    const nsp_tp_iov_t *recv;    /**< runs to receive into, peer by peer */
+    const size_t       *rfirst;  /**< [size + 1] */
+    int                 push;    /**< a hint, the same on every rank: 1 when the send runs
+                                      are the scattered ones (the sender copies where it
+                                      can), 0 the receive runs (the receiver copies) */
+} nsp_tp_alltoallv_iov_t;
 
 struct nsp_tp_ops {
     const char     *name;      /**< "ucx", "nccl": what NSPCOMM_BACKEND / config.backend name */
@@ -153,6 +181,23 @@ struct nsp_tp_ops {
      */
     nsp_status_t (*alltoallv_post)(nsp_tp_comm_t *comm, const nsp_tp_alltoallv_t *args,
                                    uint32_t tag, void *stream, nsp_request_t **req);
+
+    /**
+     * Post an all-to-all of scattered runs (nsp_tp_alltoallv_iov_t): the
+     * strided data of a layout sent from where it lies and received into
+     * where it belongs, with no pack or unpack by the caller. UCX: between
+     * two ranks on this host that may read each other's memory, one side
+     * sends a descriptor of its runs and the other copies between both
+     * sets of runs with process_vm_readv / process_vm_writev (the receiver
+     * when push = 0, the sender when push = 1; one copy per byte, at most
+     * IOV_MAX runs a call) and acknowledges (tag | NSP_TP_TAG_IOV_ACK) so
+     * the describing side's request completes; other peers go through
+     * UCX's iov datatype (its protocols may copy through bounce buffers).
+     * A pair with 0 bytes still exchanges its (empty) descriptor, so sizes
+     * are checked. NCCL: NSP_ERR_UNSUPPORTED. Errors as alltoallv_post.
+     */
+    nsp_status_t (*alltoallv_iov_post)(nsp_tp_comm_t *comm, const nsp_tp_alltoallv_iov_t *args,
+                                       uint32_t tag, void *stream, nsp_request_t **req);
 
     /**
      * Post one send and one receive as one operation (the ring step): send
@@ -268,6 +313,10 @@ typedef struct nsp_tp_ucx_stats {
     uint64_t sends_in_place; /**< of them complete when posted (eager, buffer reusable) */
     uint64_t send_bytes;
     uint64_t recvs;          /**< tag receives posted */
+    uint64_t iov_copies;     /**< alltoallv_iov_post peers whose runs this rank copied
+                                  itself (process_vm_readv / process_vm_writev) */
+    uint64_t iov_copy_bytes; /**< bytes copied so */
+    uint64_t iov_ucx;        /**< alltoallv_iov_post sends through UCX's iov datatype */
     uint64_t progress;       /**< ucp_worker_progress calls of the rank (tests and progress) */
     uint64_t progress_idle;  /**< of them that moved nothing */
 } nsp_tp_ucx_stats_t;

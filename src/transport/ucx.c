@@ -15,6 +15,13 @@
  * the sender's count and a disagreement is an error, never a silent hang or
  * truncation.
  *
+ * Scattered runs (alltoallv_iov_post). UCX 1.13 sends its iov datatype by
+ * rendezvous only through active-message fragments (two copies over shared
+ * memory, no CMA), so between ranks on this host that may read each other
+ * (ucx_cma_agree) one side describes its runs and the other copies them
+ * with process_vm_readv / process_vm_writev: one copy per byte, like UCX's
+ * own CMA rendezvous of a contiguous buffer. Other peers use UCX's iov.
+ *
  * Failures. UCX 1.13's shared-memory transports have no peer failure
  * handler: asking for UCP_ERR_HANDLING_MODE_PEER to a rank on the same host
  * makes UCX fall back to tcp (about 3x slower on one host). So by default
@@ -27,6 +34,7 @@
  * callback. Anything else that stops answering is caught by the request
  * timeout (request.c).
  */
+#define _GNU_SOURCE /* process_vm_readv */
 #include "transport/transport.h"
 
 #include "common/log.h"
@@ -34,11 +42,13 @@
 #include "transport/ucx_report.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
@@ -65,6 +75,8 @@ typedef struct ucx_peer {
     int          peer_mode; /* 1: endpoint has UCP_ERR_HANDLING_MODE_PEER */
     int          flush_owed; /* 1: reached over shared memory alone (ucx_flush_owed) */
     size_t       rndv_thresh; /* tag sends of this many bytes or more go rendezvous */
+    int          cma;       /* 1: each of us may read the other's memory (process_vm_readv) */
+    uint64_t     cma_probe; /* the address of its world's cma_probe word */
     pid_t        pid;
 } ucx_peer_t;
 
@@ -74,6 +86,7 @@ typedef struct ucx_rank_info {
     int64_t  pid;
     char     host[UCX_HOST_KEY_BYTES]; /* the real host: hostname/boot id */
     char     pidns[32];                /* "pid:[inode]" of its pid namespace */
+    uint64_t cma_probe;                /* &world->cma_probe: peers try to read it */
 } ucx_rank_info_t;
 
 /* One rank's view of one peer's part of a mapped region. */
@@ -107,7 +120,11 @@ struct ucx_world {
     int           active;       /* this rank's requests not complete yet (ucx_req_settle) */
     nsp_ucx_progress_t *progress; /* progress thread (peers on other hosts), or NULL */
     nsp_tp_ucx_stats_t  stats;    /* what this rank did on the world (nsp_tp_ucx_stats) */
+    uint64_t      cma_probe;    /* UCX_CMA_MAGIC: what peers read to learn they may */
 };
+
+/* What a peer finds in cma_probe when it may read this process. */
+#define UCX_CMA_MAGIC 0x6e7370636d613031ull
 
 typedef struct ucx_comm {
     nsp_tp_comm_t base;
@@ -115,6 +132,14 @@ typedef struct ucx_comm {
     int           owns_world;
     uint16_t      context;
 } ucx_comm_t;
+
+/* What the copying side of a cma pair (alltoallv_iov_post) is doing. */
+typedef enum {
+    UCX_PULL_NONE = 0,  /* not a copy: a plain send or receive */
+    UCX_PULL_PROBE,     /* waiting for the peer's descriptor to arrive */
+    UCX_PULL_DESC,      /* receiving the descriptor */
+    UCX_PULL_ACK        /* copied; the acknowledgement is being sent */
+} ucx_pull_stage_t;
 
 /* One send or receive of a request. */
 typedef struct ucx_op {
@@ -124,6 +149,12 @@ typedef struct ucx_op {
     int                 done;
     size_t              bytes;   /* sent, or expected */
     ucp_tag_recv_info_t info;    /* filled for receives */
+    ucx_pull_stage_t    pull;    /* a copy: its stage */
+    int                 push;    /* a copy: 1 writes my runs into the peer's, 0 reads */
+    const nsp_tp_iov_t *iov;     /* a copy: this rank's runs, niov of them */
+    size_t              niov;
+    void               *desc;    /* a descriptor sent or received (owned; freed with it) */
+    int                 ack;     /* the receive of a copying peer's acknowledgement */
 } ucx_op_t;
 
 typedef struct ucx_req {
@@ -219,6 +250,14 @@ static nsp_status_t ucx_op_failed(ucx_req_t *req, const ucx_op_t *op, ucs_status
 {
     int world_rank = req->comm->base.world_rank0 + op->peer;
 
+    if (st == UCS_ERR_MESSAGE_TRUNCATED && op->ack) {
+        return nsp_error(NSP_ERR_MISMATCH,
+                         "ucx %s (tag 0x%08x): rank %d, which copies between our runs, found "
+                         "that rank %d and it disagree on the bytes between them (it says how "
+                         "many); ranks disagree on sizes or layouts",
+                         req->what, req->tag, world_rank,
+                         req->comm->base.world_rank0 + req->comm->base.rank);
+    }
     if (st == UCS_ERR_MESSAGE_TRUNCATED) {
         return nsp_error(NSP_ERR_MISMATCH,
                          "ucx %s (tag 0x%08x): rank %d sent more than the %zu bytes rank %d "
@@ -295,10 +334,15 @@ static nsp_status_t ucx_op_complete(ucx_req_t *req, ucx_op_t *op)
     return NSP_OK;
 }
 
+static nsp_status_t ucx_pull_test(ucx_req_t *req, ucx_op_t *op);
+
 static nsp_status_t ucx_op_test(ucx_req_t *req, ucx_op_t *op)
 {
     ucs_status_t st;
 
+    if (op->pull != UCX_PULL_NONE) {
+        return ucx_pull_test(req, op);
+    }
     if (op->is_recv) {
         st = ucp_tag_recv_request_test(op->ucp_req, &op->info);
     } else {
@@ -443,7 +487,9 @@ static void ucx_req_describe(const nsp_request_t *base, char *buf, size_t len)
         const ucx_op_t *op = &req->ops[i];
         if (!op->done) {
             int w = snprintf(buf + used, len - used, "%s%s rank %d", n > 0 ? ", " : "",
-                             op->is_recv ? "recv from" : "send to",
+                             op->pull != UCX_PULL_NONE ? (op->push ? "copy to" : "copy from")
+                             : op->is_recv            ? "recv from"
+                                                      : "send to",
                              req->comm->base.world_rank0 + op->peer);
             used += w > 0 ? (size_t)w : 0;
             ++n;
@@ -470,6 +516,7 @@ static void ucx_req_free(nsp_request_t *base)
             }
             ucp_request_free(op->ucp_req);
         }
+        free(op->desc);
     }
     (void)ucx_req_settle(req, 0); /* abandoned or failed: owes nothing worth waiting for */
     nsp_ucx_progress_busy(req->comm->world->progress, -1);
@@ -532,7 +579,8 @@ static nsp_status_t ucx_op_posted(ucx_req_t *req, ucx_op_t *op, void *r)
     return NSP_OK;
 }
 
-static nsp_status_t ucx_post_recv(ucx_req_t *req, void *buf, size_t bytes, int src)
+static nsp_status_t ucx_post_recv_tag(ucx_req_t *req, void *buf, size_t bytes, int src,
+                                      uint32_t tag)
 {
     ucx_op_t           *op = &req->ops[req->nops++];
     ucp_request_param_t param;
@@ -547,9 +595,14 @@ static nsp_status_t ucx_post_recv(ucx_req_t *req, void *buf, size_t bytes, int s
     memset(&param, 0, sizeof(param));
     param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     r = ucp_tag_recv_nbx(req->comm->world->worker, buf, bytes,
-                         ucx_tag(req->comm, src, req->tag), (ucp_tag_t)-1, &param);
+                         ucx_tag(req->comm, src, tag), (ucp_tag_t)-1, &param);
     ++req->comm->world->stats.recvs;
     return ucx_op_posted(req, op, r);
+}
+
+static nsp_status_t ucx_post_recv(ucx_req_t *req, void *buf, size_t bytes, int src)
+{
+    return ucx_post_recv_tag(req, buf, bytes, src, req->tag);
 }
 
 /* A send posted to `peer`: its protocol (by the endpoint's rendezvous
@@ -661,6 +714,403 @@ static nsp_status_t ucx_sendrecv_post(nsp_tp_comm_t *base, const void *sendbuf, 
     } else {
         NSP_CHECK_GOTO(ucx_post_recv(req, recvbuf, recvbytes, src), status, err_free_req);
         NSP_CHECK_GOTO(ucx_post_send(req, sendbuf, sendbytes, dst), status, err_free_req);
+    }
+    *out = ucx_req_posted(req);
+    return NSP_OK;
+err_free_req:
+    ucx_req_free(&req->base);
+    return status;
+}
+
+
+/* ------------------------------------------------------------------------ */
+/* Scattered runs (alltoallv_iov_post)                                      */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A cma pair (same host, each may read the other: ucx_cma_agree): one side
+ * copies, the other describes its runs. args->push = 0: the receiver
+ * copies (process_vm_readv), the sender describes; push = 1: the sender
+ * copies (process_vm_writev), the receiver describes. The kernel pins the
+ * remote runs page by page, call by call, and walks local runs cheaply, so
+ * the side whose runs are scattered should copy. The describing side sends
+ * [UCX_DESC_HEAD + 2 n] uint64: { total bytes, n, push, then n x (address
+ * in its process, length) } with the operation's tag; the copying side
+ * probes for it (its size is the other side's business), copies straight
+ * between the two sets of runs, and sends a zero-byte acknowledgement
+ * (tag | NSP_TP_TAG_IOV_ACK), after which the describing side's request
+ * completes and its buffer is free again. With 0 bytes nobody
+ * acknowledges (nothing to protect). Other peers: UCX's iov datatype on
+ * both sides.
+ */
+#define UCX_DESC_HEAD  3
+/* Runs per process_vm_readv call, each side (the kernel's limit). */
+#define UCX_PULL_BATCH (IOV_MAX < 1024 ? IOV_MAX : 1024)
+
+_Static_assert(sizeof(nsp_tp_iov_t) == sizeof(ucp_dt_iov_t) &&
+                   offsetof(nsp_tp_iov_t, buf) == offsetof(ucp_dt_iov_t, buffer) &&
+                   offsetof(nsp_tp_iov_t, len) == offsetof(ucp_dt_iov_t, length),
+               "nsp_tp_iov_t is laid out as ucp_dt_iov_t, so runs go to UCX as they are");
+
+static size_t ucx_iov_bytes(const nsp_tp_iov_t *iov, size_t n)
+{
+    size_t total = 0;
+
+    for (size_t k = 0; k < n; ++k) {
+        total += iov[k].len;
+    }
+    return total;
+}
+
+/* Copy the byte stream of the src runs into that of the dst runs (the
+ * self part; equal totals, checked by the caller). */
+static void ucx_iov_copy(const nsp_tp_iov_t *dst, size_t nd, const nsp_tp_iov_t *src,
+                         size_t ns)
+{
+    size_t i = 0, j = 0, di = 0, sj = 0; /* run, and offset in it, on each side */
+
+    while (i < nd && j < ns) {
+        size_t n = dst[i].len - di < src[j].len - sj ? dst[i].len - di : src[j].len - sj;
+        if (n > 0) {
+            memcpy((char *)dst[i].buf + di, (const char *)src[j].buf + sj, n);
+        }
+        di += n;
+        sj += n;
+        if (di == dst[i].len) {
+            ++i;
+            di = 0;
+        }
+        if (sj == src[j].len) {
+            ++j;
+            sj = 0;
+        }
+    }
+}
+
+/* Append [p, p + len) to v[*n], extending the last entry when adjacent. */
+static void ucx_iovec_add(struct iovec *v, int *n, char *p, size_t len)
+{
+    if (*n > 0 && (char *)v[*n - 1].iov_base + v[*n - 1].iov_len == p) {
+        v[*n - 1].iov_len += len;
+        return;
+    }
+    v[*n].iov_base = p;
+    v[*n].iov_len  = len;
+    ++*n;
+}
+
+/* Copy between the op's runs and the peer's (runs[2 k] its address,
+ * runs[2 k + 1] the length), reading them (pull) or writing them (push),
+ * at most UCX_PULL_BATCH entries a side per call. */
+static nsp_status_t ucx_pull_copy(ucx_req_t *req, ucx_op_t *op, const uint64_t *runs,
+                                  size_t nruns)
+{
+    struct iovec local[UCX_PULL_BATCH], remote[UCX_PULL_BATCH];
+    ucx_peer_t  *peer = ucx_peer(req->comm, op->peer);
+    size_t       i = 0, j = 0, li = 0, rj = 0; /* run, and offset in it, on each side */
+
+    while (i < op->niov && j < nruns) {
+        int     nl = 0, nr = 0;
+        size_t  want = 0;
+        ssize_t got;
+        while (nl < UCX_PULL_BATCH && nr < UCX_PULL_BATCH && i < op->niov && j < nruns) {
+            size_t llen = op->iov[i].len - li, rlen = (size_t)runs[2 * j + 1] - rj;
+            size_t len  = llen < rlen ? llen : rlen;
+            if (len > 0) {
+                ucx_iovec_add(local, &nl, (char *)op->iov[i].buf + li, len);
+                ucx_iovec_add(remote, &nr, (char *)(uintptr_t)runs[2 * j] + rj, len);
+                want += len;
+            }
+            li += len;
+            rj += len;
+            if (li == op->iov[i].len) {
+                ++i;
+                li = 0;
+            }
+            if (rj == (size_t)runs[2 * j + 1]) {
+                ++j;
+                rj = 0;
+            }
+        }
+        if (want == 0) {
+            continue;
+        }
+        got = op->push ? process_vm_writev(peer->pid, local, (unsigned long)nl, remote,
+                                           (unsigned long)nr, 0)
+                       : process_vm_readv(peer->pid, local, (unsigned long)nl, remote,
+                                          (unsigned long)nr, 0);
+        if (got != (ssize_t)want) {
+            int err = got < 0 ? errno : EFAULT;
+            return nsp_error(err == ESRCH ? NSP_ERR_PEER_FAILED : NSP_ERR_BACKEND,
+                             "ucx %s (tag 0x%08x): copying %zu bytes %s rank %d (pid %d) "
+                             "with %s failed: %s",
+                             req->what, req->tag, want, op->push ? "to" : "from",
+                             req->comm->base.world_rank0 + op->peer, (int)peer->pid,
+                             op->push ? "process_vm_writev" : "process_vm_readv",
+                             got < 0 ? strerror(err) : "short copy");
+        }
+        req->comm->world->stats.iov_copy_bytes += want;
+    }
+    return NSP_OK;
+}
+
+/* The copying side got the peer's descriptor (op->desc, op->info.length
+ * bytes): check it, copy, acknowledge. */
+static nsp_status_t ucx_pull_land(ucx_req_t *req, ucx_op_t *op)
+{
+    const uint64_t *d     = op->desc;
+    size_t          len   = op->info.length;
+    ucx_peer_t     *peer  = ucx_peer(req->comm, op->peer);
+    int             world = req->comm->base.world_rank0 + op->peer;
+    ucp_request_param_t param;
+    void           *r;
+
+    if (len < UCX_DESC_HEAD * sizeof(uint64_t) ||
+        len != (UCX_DESC_HEAD + 2 * (size_t)d[1]) * sizeof(uint64_t)) {
+        return nsp_error(NSP_ERR_MISMATCH, "ucx %s (tag 0x%08x): rank %d sent %zu bytes where "
+                         "a descriptor of runs was expected; ranks disagree on the operation",
+                         req->what, req->tag, world, len);
+    }
+    if (d[2] != (uint64_t)op->push) {
+        return nsp_error(NSP_ERR_MISMATCH, "ucx %s (tag 0x%08x): rank %d has the %s copy and "
+                         "this rank the %s: ranks disagree on push", req->what, req->tag,
+                         world, d[2] ? "receiver" : "sender", op->push ? "sender" : "receiver");
+    }
+    if (d[0] != op->bytes) {
+        int me = req->comm->base.world_rank0 + req->comm->base.rank;
+        if (d[0] > 0) { /* the peer waits for a zero-byte ack: one byte fails it too */
+            static const char nack = 1;
+            memset(&param, 0, sizeof(param));
+            r = ucp_tag_send_nbx(peer->ep, &nack, 1,
+                                 ucx_tag(req->comm, req->comm->base.rank,
+                                         req->tag | NSP_TP_TAG_IOV_ACK),
+                                 &param);
+            op->ucp_req = UCS_PTR_IS_PTR(r) ? r : NULL; /* freed with the request */
+            op->is_recv = 0;
+        }
+        return nsp_error(NSP_ERR_MISMATCH,
+                         "ucx %s (tag 0x%08x): rank %d sent %llu bytes but rank %d expected "
+                         "%zu; ranks disagree on sizes or layouts",
+                         req->what, req->tag, op->push ? me : world,
+                         (unsigned long long)(op->push ? op->bytes : d[0]),
+                         op->push ? world : me, (size_t)(op->push ? d[0] : op->bytes));
+    }
+    NSP_CHECK(ucx_pull_copy(req, op, d + UCX_DESC_HEAD, (size_t)d[1]));
+    ++req->comm->world->stats.iov_copies;
+    op->is_recv = 0; /* from here on: the acknowledgement, a send */
+    if (op->bytes == 0) {
+        return ucx_op_complete(req, op);
+    }
+    memset(&param, 0, sizeof(param));
+    r = ucp_tag_send_nbx(peer->ep, NULL, 0,
+                         ucx_tag(req->comm, req->comm->base.rank, req->tag | NSP_TP_TAG_IOV_ACK),
+                         &param);
+    ucx_count_send(req->comm->world, peer, 0, r);
+    op->pull = UCX_PULL_ACK;
+    return ucx_op_posted(req, op, r);
+}
+
+/* Advance a pull one stage as far as it goes. */
+static nsp_status_t ucx_pull_test(ucx_req_t *req, ucx_op_t *op)
+{
+    ucx_world_t        *w = req->comm->world;
+    ucp_request_param_t param;
+    ucp_tag_message_h   msg;
+    ucs_status_t        st;
+    void               *r;
+
+    if (op->pull == UCX_PULL_PROBE) {
+        msg = ucp_tag_probe_nb(w->worker, ucx_tag(req->comm, op->peer, req->tag),
+                               (ucp_tag_t)-1, 1, &op->info);
+        if (msg == NULL) {
+            st = ucx_failed(ucx_peer(req->comm, op->peer));
+            return st == UCS_OK ? NSP_INPROGRESS : ucx_op_failed(req, op, st);
+        }
+        op->desc = malloc(op->info.length > 0 ? op->info.length : 1);
+        if (op->desc == NULL) {
+            return nsp_error(NSP_ERR_NO_MEMORY, "ucx %s: no memory for a descriptor of %zu "
+                             "bytes", req->what, op->info.length);
+        }
+        memset(&param, 0, sizeof(param));
+        r = ucp_tag_msg_recv_nbx(w->worker, op->desc, op->info.length, msg, &param);
+        if (UCS_PTR_IS_ERR(r)) {
+            op->done = 1;
+            return ucx_op_failed(req, op, UCS_PTR_STATUS(r));
+        }
+        op->ucp_req = r;
+        op->pull    = UCX_PULL_DESC;
+    }
+    if (op->pull == UCX_PULL_DESC || op->pull == UCX_PULL_ACK) {
+        if (op->ucp_req != NULL) {
+            st = ucp_request_check_status(op->ucp_req);
+            if (st == UCS_INPROGRESS) {
+                ucs_status_t failed = ucx_failed(ucx_peer(req->comm, op->peer));
+                return failed == UCS_OK ? NSP_INPROGRESS : ucx_op_failed(req, op, failed);
+            }
+            ucp_request_free(op->ucp_req);
+            op->ucp_req = NULL;
+            if (st != UCS_OK) {
+                op->done = 1;
+                return ucx_op_failed(req, op, st);
+            }
+        }
+        if (op->pull == UCX_PULL_ACK) {
+            return ucx_op_complete(req, op);
+        }
+        NSP_CHECK(ucx_pull_land(req, op));
+    }
+    return op->done ? NSP_OK : NSP_INPROGRESS;
+}
+
+/* The copy between this rank's runs and cma peer `peer`'s (the peer's
+ * descriptor is probed for when the request is tested). */
+static void ucx_post_pull(ucx_req_t *req, const nsp_tp_iov_t *iov, size_t n, int peer, int push)
+{
+    ucx_op_t *op = &req->ops[req->nops++];
+
+    op->peer    = peer;
+    op->is_recv = 1; /* first it receives the descriptor */
+    op->bytes   = ucx_iov_bytes(iov, n);
+    op->pull    = UCX_PULL_PROBE;
+    op->push    = push;
+    op->iov     = iov;
+    op->niov    = n;
+}
+
+/* To cma peer `dst`: the descriptor of this rank's runs, and (when they
+ * hold bytes) the receive of its acknowledgement. */
+static nsp_status_t ucx_post_desc(ucx_req_t *req, const nsp_tp_iov_t *iov, size_t n, int dst,
+                                  int push)
+{
+    size_t       total = ucx_iov_bytes(iov, n), m = 0;
+    uint64_t    *d = malloc((UCX_DESC_HEAD + 2 * n) * sizeof(uint64_t));
+    nsp_status_t status;
+
+    if (d == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "ucx %s: no memory for a descriptor of %zu runs",
+                         req->what, n);
+    }
+    for (size_t k = 0; k < n; ++k) {
+        if (iov[k].len > 0) {
+            d[UCX_DESC_HEAD + 2 * m]     = (uint64_t)(uintptr_t)iov[k].buf;
+            d[UCX_DESC_HEAD + 2 * m + 1] = iov[k].len;
+            ++m;
+        }
+    }
+    d[0]   = total;
+    d[1]   = m;
+    d[2]   = (uint64_t)push;
+    status = ucx_post_send(req, d, (UCX_DESC_HEAD + 2 * m) * sizeof(uint64_t), dst);
+    req->ops[req->nops - 1].desc = d; /* the op owns it, posted or not */
+    if (status == NSP_OK && total > 0) {
+        status = ucx_post_recv_tag(req, NULL, 0, dst, req->tag | NSP_TP_TAG_IOV_ACK);
+        req->ops[req->nops - 1].ack = 1;
+    }
+    return status;
+}
+
+/* UCX's iov datatype, one side: runs sent to `peer` (recv = 0) or received
+ * from it (recv = 1). */
+static nsp_status_t ucx_post_iov(ucx_req_t *req, const nsp_tp_iov_t *iov, size_t n, int peer,
+                                 int recv)
+{
+    ucx_op_t           *op = &req->ops[req->nops++];
+    ucx_world_t        *w  = req->comm->world;
+    ucx_peer_t         *pp = ucx_peer(req->comm, peer);
+    ucp_request_param_t param;
+    void               *r;
+
+    op->peer    = peer;
+    op->is_recv = recv;
+    op->bytes   = ucx_iov_bytes(iov, n);
+    if (!recv && ucx_failed(pp) != UCS_OK) {
+        op->done = 1;
+        return ucx_op_failed(req, op, ucx_failed(pp));
+    }
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    param.datatype     = n > 0 ? ucp_dt_make_iov() : ucp_dt_make_contig(1);
+    if (recv) {
+        param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL; /* as ucx_post_recv_tag */
+        r = ucp_tag_recv_nbx(w->worker, n > 0 ? (void *)iov : NULL, n,
+                             ucx_tag(req->comm, peer, req->tag), (ucp_tag_t)-1, &param);
+        ++w->stats.recvs;
+    } else {
+        r = ucp_tag_send_nbx(pp->ep, n > 0 ? (const void *)iov : NULL, n,
+                             ucx_tag(req->comm, req->comm->base.rank, req->tag), &param);
+        ucx_count_send(w, pp, op->bytes, r);
+        ++w->stats.iov_ucx;
+    }
+    return ucx_op_posted(req, op, r);
+}
+
+static nsp_status_t ucx_iov_check(const nsp_tp_comm_t *base, const nsp_tp_alltoallv_iov_t *a,
+                                  uint32_t tag, nsp_request_t **out)
+{
+    int me = base->rank, n = base->size;
+
+    if (a == NULL || a->sfirst == NULL || a->rfirst == NULL || out == NULL ||
+        (a->sfirst[n] > 0 && a->send == NULL) || (a->rfirst[n] > 0 && a->recv == NULL)) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "ucx alltoallv_iov: NULL argument");
+    }
+    if (tag & NSP_TP_TAG_IOV_ACK) {
+        return nsp_error(NSP_ERR_INVALID_ARG, "ucx alltoallv_iov: tag 0x%08x has bit 0x%08x "
+                         "set, which the transport keeps for its acknowledgements",
+                         tag, NSP_TP_TAG_IOV_ACK);
+    }
+    for (int j = 0; j < n; ++j) {
+        if (a->sfirst[j + 1] < a->sfirst[j] || a->rfirst[j + 1] < a->rfirst[j]) {
+            return nsp_error(NSP_ERR_INVALID_ARG, "ucx alltoallv_iov: the first runs of peer "
+                             "%d and %d are out of order", j, j + 1);
+        }
+    }
+    if (ucx_iov_bytes(a->send + a->sfirst[me], a->sfirst[me + 1] - a->sfirst[me]) !=
+        ucx_iov_bytes(a->recv + a->rfirst[me], a->rfirst[me + 1] - a->rfirst[me])) {
+        return nsp_error(NSP_ERR_MISMATCH, "ucx alltoallv_iov: rank %d sends itself %zu bytes "
+                         "but expects %zu", base->world_rank0 + me,
+                         ucx_iov_bytes(a->send + a->sfirst[me], a->sfirst[me + 1] - a->sfirst[me]),
+                         ucx_iov_bytes(a->recv + a->rfirst[me], a->rfirst[me + 1] - a->rfirst[me]));
+    }
+    return NSP_OK;
+}
+
+static nsp_status_t ucx_alltoallv_iov_post(nsp_tp_comm_t *base, const nsp_tp_alltoallv_iov_t *a,
+                                           uint32_t tag, void *stream, nsp_request_t **out)
+{
+    ucx_comm_t  *comm = (ucx_comm_t *)base;
+    int          n = base->size, me = base->rank;
+    ucx_req_t   *req = NULL;
+    nsp_status_t status;
+
+    NSP_CHECK(ucx_check_stream("alltoallv_iov", stream));
+    NSP_CHECK(ucx_iov_check(base, a, tag, out));
+    /* a cma pair: descriptor + acknowledgement one way, the copy the other */
+    NSP_CHECK(ucx_req_alloc(comm, "alltoallv_iov", tag, 3 * (n - 1), &req));
+    ucx_iov_copy(a->recv + a->rfirst[me], a->rfirst[me + 1] - a->rfirst[me],
+                 a->send + a->sfirst[me], a->sfirst[me + 1] - a->sfirst[me]);
+    for (int k = 1; k < n; ++k) { /* receives first, staggered as ucx_alltoallv_post */
+        int                 src = (me - k + n) % n;
+        const nsp_tp_iov_t *iov = a->recv + a->rfirst[src];
+        size_t              cnt = a->rfirst[src + 1] - a->rfirst[src];
+        if (!ucx_peer(comm, src)->cma) {
+            NSP_CHECK_GOTO(ucx_post_iov(req, iov, cnt, src, 1), status, err_free_req);
+        } else if (a->push) {
+            NSP_CHECK_GOTO(ucx_post_desc(req, iov, cnt, src, 1), status, err_free_req);
+        } else {
+            ucx_post_pull(req, iov, cnt, src, 0);
+        }
+    }
+    for (int k = 1; k < n; ++k) {
+        int                 dst = (me + k) % n;
+        const nsp_tp_iov_t *iov = a->send + a->sfirst[dst];
+        size_t              cnt = a->sfirst[dst + 1] - a->sfirst[dst];
+        if (!ucx_peer(comm, dst)->cma) {
+            NSP_CHECK_GOTO(ucx_post_iov(req, iov, cnt, dst, 0), status, err_free_req);
+        } else if (a->push) {
+            ucx_post_pull(req, iov, cnt, dst, 1);
+        } else {
+            NSP_CHECK_GOTO(ucx_post_desc(req, iov, cnt, dst, 0), status, err_free_req);
+        }
     }
     *out = ucx_req_posted(req);
     return NSP_OK;
@@ -809,6 +1259,51 @@ static void ucx_host_key(char key[UCX_HOST_KEY_BYTES])
 }
 
 /*
+ * Which peers this rank pulls scattered runs from (alltoallv_iov_post):
+ * it reads the probe word of every peer on this host in its pid namespace
+ * with process_vm_readv (which needs the right to ptrace it), then the
+ * ranks allgather whether all their reads worked; a pair pulls when both
+ * did. NSPCOMM_UCX_CMA=off (this rank's pairs go through UCX's iov
+ * datatype instead) or auto (the default). Collective over the bootstrap.
+ */
+static nsp_status_t ucx_cma_agree(ucx_world_t *w, nsp_bootstrap_t *bs)
+{
+    const char    *env  = getenv("NSPCOMM_UCX_CMA");
+    unsigned char  mine = 1, *all = malloc((size_t)w->nranks);
+    int            npull = 0;
+    nsp_status_t   status;
+
+    if (all == NULL) {
+        return nsp_error(NSP_ERR_NO_MEMORY, "ucx: no memory for %d flags", w->nranks);
+    }
+    if (env != NULL && (strcmp(env, "off") == 0 || strcmp(env, "0") == 0)) {
+        mine = 0;
+    } else if (env != NULL && env[0] != '\0' && strcmp(env, "auto") != 0) {
+        NSP_WARN("NSPCOMM_UCX_CMA=%s: use auto or off; using auto", env);
+    }
+    for (int r = 0; mine && r < w->nranks; ++r) {
+        uint64_t     v = 0;
+        struct iovec l = {&v, sizeof(v)}, rm = {(void *)(uintptr_t)w->peers[r].cma_probe,
+                                                 sizeof(v)};
+        if (r != bs->rank && w->peers[r].watch_pid &&
+            (process_vm_readv(w->peers[r].pid, &l, 1, &rm, 1, 0) != (ssize_t)sizeof(v) ||
+             v != UCX_CMA_MAGIC)) {
+            NSP_DEBUG("ucx: cannot read world rank %d (pid %d) with process_vm_readv: %s",
+                      r, (int)w->peers[r].pid, strerror(errno));
+            mine = 0;
+        }
+    }
+    status = nsp_bootstrap_allgather(bs, &mine, all, 1);
+    for (int r = 0; status == NSP_OK && r < w->nranks; ++r) {
+        w->peers[r].cma = r != bs->rank && w->peers[r].watch_pid && mine && all[r];
+        npull += w->peers[r].cma;
+    }
+    free(all);
+    NSP_DEBUG("ucx: scattered runs pulled from %d peer(s) with process_vm_readv", npull);
+    return status;
+}
+
+/*
  * Allgather what every rank publishes: first fixed-size ucx_rank_info_t
  * (address length, pid, host), then the worker addresses padded to the
  * longest. *all gets [nranks][*stride] address bytes, owned by the caller.
@@ -831,6 +1326,7 @@ static nsp_status_t ucx_exchange_addresses(ucx_world_t *w, nsp_bootstrap_t *bs, 
     }
     mine.address_len = len;
     mine.pid         = (int64_t)getpid();
+    mine.cma_probe   = (uint64_t)(uintptr_t)&w->cma_probe;
     ucx_host_key(mine.host);
     /* Containers may share the host but not the pid numbering. */
     if (readlink("/proc/self/ns/pid", mine.pidns, sizeof(mine.pidns) - 1) < 0) {
@@ -847,6 +1343,7 @@ static nsp_status_t ucx_exchange_addresses(ucx_world_t *w, nsp_bootstrap_t *bs, 
         w->peers[r].world   = w;
         w->peers[r].rank    = r;
         w->peers[r].pid     = (pid_t)infos[r].pid;
+        w->peers[r].cma_probe = infos[r].cma_probe;
         w->peers[r].same_host = memcmp(infos[r].host, mine.host, UCX_HOST_KEY_BYTES) == 0;
         w->peers[r].watch_pid = w->peers[r].same_host && mine.pidns[0] != '\0' &&
                                 memcmp(infos[r].pidns, mine.pidns, sizeof(mine.pidns)) == 0;
@@ -1118,6 +1615,7 @@ static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t 
     }
     w->nranks       = bs->nranks;
     w->next_context = 1; /* 0 is the world */
+    w->cma_probe    = UCX_CMA_MAGIC;
     w->peers        = calloc((size_t)bs->nranks, sizeof(*w->peers));
     if (w->peers == NULL) {
         status = nsp_error(NSP_ERR_NO_MEMORY, "ucx: no memory for %d peers", bs->nranks);
@@ -1126,6 +1624,7 @@ static nsp_status_t ucx_world_create(nsp_bootstrap_t *bs, const nsp_tp_params_t 
     NSP_CHECK_GOTO(ucx_want_thread(bs, &thread), status, err_free_comm);
     NSP_CHECK_GOTO(ucx_open(w, thread), status, err_free_comm);
     NSP_CHECK_GOTO(ucx_exchange_addresses(w, bs, &table, &stride), status, err_free_world);
+    NSP_CHECK_GOTO(ucx_cma_agree(w, bs), status, err_free_world);
     NSP_CHECK_GOTO(ucx_connect(w, bs->rank, table, stride), status, err_free_world);
     comm->base.ops         = ucx_ops();
     comm->base.rank        = bs->rank;
@@ -1561,6 +2060,7 @@ const nsp_tp_ops_t nsp_tp_ucx_ops = {
     .split          = ucx_split,
     .destroy        = ucx_destroy,
     .alltoallv_post = ucx_alltoallv_post,
+    .alltoallv_iov_post = ucx_alltoallv_iov_post,
     .sendrecv_post  = ucx_sendrecv_post,
     .progress       = ucx_progress,
     .allgather      = nsp_tp_allgather_by_alltoallv,

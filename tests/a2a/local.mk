@@ -56,6 +56,9 @@ endif
 if NSP_COMM
 TESTS += tests/a2a/test_a2a_perf.sh
 dist_noinst_SCRIPTS += tests/a2a/test_a2a_perf.sh
+# The exchange moved as runs (alltoallv_iov_post) and packed, over real processes.
+TESTS += tests/a2a/test_a2a_runs.sh
+dist_noinst_SCRIPTS += tests/a2a/test_a2a_runs.sh
 endif
 
 # tests/a2a/test_group_users: ring attention and the nested all-to-all take

@@ -7,7 +7,11 @@
  *  - head-to-sequence gives back the input exactly (pack then unpack is the
  *    identity), with the self block through the buffers or copied directly;
  *  - with SUM_F32, SUM_BF16 and SUM_FP16, replicated heads come back summed
- *    over their replicas; 16-bit sums round after each addition.
+ *    over their replicas; 16-bit sums round after each addition;
+ *  - moved as runs (pack.h "Runs", what alltoallv_iov_post sends), every
+ *    pair's stream copied from the sender's runs of its source straight
+ *    into the receiver's runs of its destination, both directions give
+ *    the same results bit for bit, with no pack and no unpack.
  */
 #include "attn_sp/layout.h"
 #include "attn_sp/pack.h"
@@ -33,6 +37,7 @@ typedef struct sim_cfg {
     nsp_a2a_replicas_t replicas;
     int                f32;
     uint64_t           parts_seed;  /* != 0: split levels into random parts (*_sel) */
+    int                runs;        /* 1: levels move as runs (nsp_pack_runs_*) */
 } sim_cfg_t;
 
 /* The level of rank r with degree d, or -1. */
@@ -180,6 +185,122 @@ static int sim_part(sim_rank_t *R, int rank0, int d, nsp_a2a_dir_t dir, const si
     return bad;
 }
 
+/* Copy the byte stream of src runs (in sbase) into that of dst runs (in
+ * dbase); the totals must be equal (returns 1 otherwise). */
+static int stream_copy(char *dbase, const nsp_pack_run_t *dst, size_t nd, const char *sbase,
+                       const nsp_pack_run_t *src, size_t ns)
+{
+    size_t i = 0, j = 0, di = 0, sj = 0, dt = 0, st = 0;
+
+    for (size_t k = 0; k < nd; ++k) {
+        dt += dst[k].len;
+    }
+    for (size_t k = 0; k < ns; ++k) {
+        st += src[k].len;
+    }
+    if (dt != st) {
+        return 1;
+    }
+    while (i < nd && j < ns) {
+        size_t n = dst[i].len - di < src[j].len - sj ? dst[i].len - di : src[j].len - sj;
+        memcpy(dbase + dst[i].off + di, sbase + src[j].off + sj, n);
+        di += n;
+        sj += n;
+        if (di == dst[i].len) {
+            ++i;
+            di = 0;
+        }
+        if (sj == src[j].len) {
+            ++j;
+            sj = 0;
+        }
+    }
+    return 0;
+}
+
+/* A level moved as runs: sender p's runs of its source to receiver q's
+ * runs of its destination, then each rank's own block copied directly. */
+static int sim_runs(sim_rank_t *R, int rank0, int d, nsp_a2a_dir_t dir, const sim_cfg_t *c)
+{
+    size_t           row = (size_t)c->head_dim * c->elem;
+    nsp_pack_run_t **sr = calloc((size_t)d, sizeof(*sr)), **rr = calloc((size_t)d, sizeof(*rr));
+    size_t         **sf = calloc((size_t)d, sizeof(*sf)), **rf = calloc((size_t)d, sizeof(*rf));
+    size_t          *cnt = calloc(4 * (size_t)d, sizeof(size_t));
+    char           **src = calloc((size_t)d, sizeof(char *)), **dst = calloc((size_t)d, sizeof(char *));
+    int              bad = 0;
+
+    for (int m = 0; m < d; ++m) {
+        sim_rank_t        *me = &R[rank0 + m];
+        nsp_level_view_t   v;
+        nsp_layout_level_t lv;
+        nsp_layout_heads_t hs;
+        size_t             max;
+        int                l = level_of_degree(me->lay, d);
+        char              *chunks, *block;
+
+        nsp_layout_level_view(me->lay, l, &v);
+        nsp_layout_level(me->lay, l, &lv);
+        nsp_layout_heads(me->lay, l, c->heads, &hs);
+        max   = nsp_pack_runs_max(&v) + 1;
+        sr[m] = calloc(max, sizeof(nsp_pack_run_t));
+        rr[m] = calloc(max, sizeof(nsp_pack_run_t));
+        sf[m] = calloc((size_t)d + 1, sizeof(size_t));
+        rf[m] = calloc((size_t)d + 1, sizeof(size_t));
+        block = me->head + (size_t)hs.row_offset * row;
+        if (nsp_pack_counts_sel(&v, NULL, dir, c->heads, row, c->replicas, NSP_PACK_SKIP_SELF,
+                                cnt, cnt + d, cnt + 2 * d, cnt + 3 * d) != NSP_OK) {
+            ++bad;
+            continue;
+        }
+        if (dir == NSP_A2A_SEQ_TO_HEAD) {
+            chunks = me->seq + (size_t)lv.local_offset * (size_t)c->heads * row;
+            bad += nsp_pack_runs_chunks(&v, NULL, c->heads, row, cnt, sr[m], sf[m]) != NSP_OK;
+            bad += nsp_pack_runs_block(&v, NULL, c->heads, row, cnt + 2 * d, rr[m], rf[m]) !=
+                   NSP_OK;
+            src[m] = chunks;
+            dst[m] = block;
+        } else {
+            chunks = me->back + (size_t)lv.local_offset * (size_t)c->heads * row;
+            bad += nsp_pack_runs_block(&v, NULL, c->heads, row, cnt, sr[m], sf[m]) != NSP_OK;
+            bad += nsp_pack_runs_chunks(&v, NULL, c->heads, row, cnt + 2 * d, rr[m], rf[m]) !=
+                   NSP_OK;
+            src[m] = block;
+            dst[m] = chunks;
+        }
+        bad += sf[m][d] > max || rf[m][d] > max;
+    }
+    for (int q = 0; q < d && bad == 0; ++q) { /* the "transport" */
+        for (int p = 0; p < d; ++p) {
+            if (stream_copy(dst[q], rr[q] + rf[q][p], rf[q][p + 1] - rf[q][p], src[p],
+                            sr[p] + sf[p][q], sf[p][q + 1] - sf[p][q]) != 0) {
+                tap_diag("group %d+%d: the runs %d sends %d and those %d receives differ in "
+                         "length", rank0, d, p, q, q);
+                ++bad;
+            }
+        }
+    }
+    for (int m = 0; m < d && bad == 0; ++m) { /* own blocks (REPLICAS_FIRST) */
+        sim_rank_t        *me = &R[rank0 + m];
+        nsp_level_view_t   v;
+        nsp_layout_level_view(me->lay, level_of_degree(me->lay, d), &v);
+        nsp_pack_copy_self(&v, dir, c->heads, row, c->replicas, src[m], dst[m]);
+    }
+    for (int m = 0; m < d; ++m) {
+        free(sr[m]);
+        free(rr[m]);
+        free(sf[m]);
+        free(rf[m]);
+    }
+    free(sr);
+    free(rr);
+    free(sf);
+    free(rf);
+    free(cnt);
+    free(src);
+    free(dst);
+    return bad;
+}
+
 /* One level of a group: whole, or split into random parts (a batched subset
  * and in-place single sequences) when c->parts_seed is set. */
 static int sim_group(sim_rank_t *R, int rank0, int d, nsp_a2a_dir_t dir, const sim_cfg_t *c)
@@ -189,6 +310,9 @@ static int sim_group(sim_rank_t *R, int rank0, int d, nsp_a2a_dir_t dir, const s
     unsigned char   *direct, *small;
     int              bad = 0, nparts = 0, k = 0, nsmall = 0;
 
+    if (c->runs) {
+        return sim_runs(R, rank0, d, dir, c);
+    }
     if (c->parts_seed == 0) {
         return sim_part(R, rank0, d, dir, c, NULL, -1, 1, 1);
     }
@@ -312,7 +436,7 @@ static const char *replica_mode_name(nsp_a2a_replicas_t mode)
 }
 
 static void test_random(nsp_pack_self_t self, nsp_a2a_replicas_t replicas, int f32,
-                        uint64_t seed, int iters, int parts)
+                        uint64_t seed, int iters, int parts, int runs)
 {
     uint64_t rng = seed;
     int      sizes[] = {2, 3, 4, 6, 8, 16};
@@ -335,6 +459,7 @@ static void test_random(nsp_pack_self_t self, nsp_a2a_replicas_t replicas, int f
         c.replicas       = replicas;
         c.f32            = f32;
         c.parts_seed     = parts ? seed * 1000003u + (uint64_t)it + 1u : 0;
+        c.runs           = runs;
         replicated      += (o.degrees[o.ndegrees - 1] > c.heads);
         plan = a2a_random_plan(&rng, &o);
         for (int r = 0; plan != NULL && r < plan->nrounds; ++r, ++rounds) {
@@ -344,8 +469,9 @@ static void test_random(nsp_pack_self_t self, nsp_a2a_replicas_t replicas, int f
     }
     tap_is_int(bad, 0, "%d random rounds (%d with replicated heads)%s, self %s, replicas %s: "
                "s2h equals the reference, h2s gives back %s", rounds, replicated,
-               parts ? ", levels split into random parts (batched subset + in-place singles)"
-                     : "",
+               runs    ? ", levels moved as runs (no pack, no unpack)"
+               : parts ? ", levels split into random parts (batched subset + in-place singles)"
+                       : "",
                self == NSP_PACK_SKIP_SELF ? "copied directly" : "through the buffers",
                replica_mode_name(replicas),
                replicas != NSP_A2A_REPLICAS_FIRST ? "replica sums" : "the input");
@@ -421,16 +547,18 @@ static void test_mode_values(void)
 int main(void)
 {
     test_counts_example();
-    test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_FIRST, 0, 1, 120, 0);
-    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_FIRST, 0, 2, 120, 0);
-    test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_SUM_F32, 1, 3, 80, 0);
-    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_F32, 1, 4, 80, 0);
-    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_FIRST, 0, 5, 120, 1);
-    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_F32, 1, 6, 80, 1);
-    test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_SUM_BF16, A2A_NUM_BF16, 7, 80, 0);
-    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_BF16, A2A_NUM_BF16, 8, 80, 1);
-    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_FP16, A2A_NUM_FP16, 9, 80, 0);
-    test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_SUM_FP16, A2A_NUM_FP16, 10, 80, 1);
+    test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_FIRST, 0, 1, 120, 0, 0);
+    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_FIRST, 0, 2, 120, 0, 0);
+    test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_SUM_F32, 1, 3, 80, 0, 0);
+    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_F32, 1, 4, 80, 0, 0);
+    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_FIRST, 0, 5, 120, 1, 0);
+    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_F32, 1, 6, 80, 1, 0);
+    test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_SUM_BF16, A2A_NUM_BF16, 7, 80, 0, 0);
+    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_BF16, A2A_NUM_BF16, 8, 80, 1, 0);
+    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_SUM_FP16, A2A_NUM_FP16, 9, 80, 0, 0);
+    test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_SUM_FP16, A2A_NUM_FP16, 10, 80, 1, 0);
+    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_FIRST, 0, 7, 150, 0, 1);
+    test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_FIRST, 1, 8, 80, 0, 1);
     test_sum_rounding();
     test_mode_values();
     return tap_done();

@@ -101,7 +101,8 @@ static void walk_engines(void)
 #define TP_CHECK(entry)                                                                  \
     tap_ok(ops->entry != NULL, "transport %s: %s is set", ops->name, #entry);
 #define TP_ENTRIES(X)                                                                    \
-    X(world_create) X(world_wrap) X(split) X(destroy) X(alltoallv_post) X(sendrecv_post) \
+    X(world_create) X(world_wrap) X(split) X(destroy) X(alltoallv_post)             \
+    X(alltoallv_iov_post) X(sendrecv_post) \
     X(progress) X(allgather) X(barrier) X(mem_alloc) X(mem_free) X(mem_find)             \
     X(mem_group_mapped) X(mem_peer_ptr)
 _Static_assert(sizeof(nsp_tp_ops_t) == offsetof(nsp_tp_ops_t, world_create) +

@@ -5,10 +5,14 @@ COMM_TEST_SOURCES = tests/comm/comm_util.c tests/comm/comm_util.h
 COMM_TEST_LDADD = tests/libnsptest.la libnspcomm.la libnspcomm_planner.la
 check_PROGRAMS += tests/comm/test_tree_math tests/comm/test_bootstrap \
 	tests/comm/test_alltoallv tests/comm/test_tree tests/comm/test_ring \
-	tests/comm/test_failure tests/comm/test_rdv_hostile tests/comm/test_owed
+	tests/comm/test_failure tests/comm/test_rdv_hostile tests/comm/test_owed \
+	tests/comm/test_alltoallv_iov
 TESTS += tests/comm/test_tree_math tests/comm/test_bootstrap \
 	tests/comm/test_alltoallv tests/comm/test_tree tests/comm/test_ring \
-	tests/comm/test_failure tests/comm/test_rdv_hostile tests/comm/test_owed
+	tests/comm/test_failure tests/comm/test_rdv_hostile tests/comm/test_owed \
+	tests/comm/test_alltoallv_iov
+tests_comm_test_alltoallv_iov_SOURCES = tests/comm/test_alltoallv_iov.c $(COMM_TEST_SOURCES)
+tests_comm_test_alltoallv_iov_LDADD = $(COMM_TEST_LDADD)
 tests_comm_test_tree_math_SOURCES = tests/comm/test_tree_math.c
 tests_comm_test_tree_math_LDADD = $(COMM_TEST_LDADD)
 tests_comm_test_bootstrap_SOURCES = tests/comm/test_bootstrap.c $(COMM_TEST_SOURCES)
