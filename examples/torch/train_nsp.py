@@ -731,6 +731,9 @@ def summarize(report, args, failed, name="train_nsp"):
                                "step-0 loss and every gradient match the single-process run "
                                "(tolerance %.0e), loss curves coincide%s" % (args.grad_tol, tag)))
     report["failed"] = failed
+    if nocheck:   # the kernels did no math: a NaN loss is noise, written as null (strict JSON)
+        for r in report["planners"].values():
+            r["loss"] = [x if x == x and abs(x) != float("inf") else None for x in r["loss"]]
     with open(os.path.join(args.out, name + ".json"), "w") as f:
         json.dump(report, f, indent=1)
     with open(os.path.join(args.out, name + ".svg"), "w") as f:
@@ -747,8 +750,9 @@ def svg(report):
            'font-family="sans-serif" font-size="12">' % (W, H),
            '<rect width="100%" height="100%" fill="white"/>']
     kinds = list(report["planners"])
-    losses = [x for k in kinds for x in report["planners"][k]["loss"]]
-    lo, hi = min(losses), max(losses)
+    # None: a timing-only emulated run's NaN (no curve to draw)
+    losses = [x for k in kinds for x in report["planners"][k]["loss"] if x is not None]
+    lo, hi = (min(losses), max(losses)) if losses else (0.0, 1.0)
     n = max(len(report["planners"][k]["loss"]) for k in kinds)
     pw = W / 2 - 1.5 * pad
     label = compute_label(report.get("compute", {"kind": "real"}))
@@ -759,7 +763,7 @@ def svg(report):
         ys = report["planners"][k]["loss"]
         pts = " ".join("%.1f,%.1f" % (pad + pw * i / max(1, n - 1),
                                       H - pad - (H - 2 * pad) * (y - lo) / max(hi - lo, 1e-9))
-                       for i, y in enumerate(ys))
+                       for i, y in enumerate(ys) if y is not None)
         out.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (
             colors.get(k, "black"), pts))
     out.append('<text x="%d" y="%d">%.3f</text><text x="%d" y="%d">%.3f</text>' % (

@@ -91,7 +91,7 @@ check "--device emu:FILE, timing mode: exit $rc, on the emulated device, says no
     test "$1" -eq 0 && grep -q "emulated device: .*, timing only)" "$2" &&
     grep -q "^# check: not run: emulated compute in timing mode" "$2" &&
     ! grep -q "^# check: step-0" "$2"' _ $rc "$tmp/timing.log"
-check "timing mode: every step line and table header says emulated compute, so does the JSON" \
+check "timing mode: every step line, table header, the SVG and the (strict) JSON say emulated compute" \
     "$py" -c "
 import json, sys
 log = open(sys.argv[2]).read().splitlines()
@@ -99,8 +99,11 @@ steps = [l for l in log if ' step ' in l and ' loss ' in l and not l.startswith(
 heads = [l for l in log if l.startswith('# planner ')]
 ok = len(steps) == 2 and all('[emulated compute, loss not meaningful]' in l for l in steps)
 ok = ok and len(heads) == 2 and all('EMULATED COMPUTE (h100 x' in l for l in heads)
-c = json.load(open(sys.argv[1]))['compute']
+def strict(c):  # NaN/Infinity are not JSON
+    sys.exit('# train_nsp.json has %s' % c)
+c = json.load(open(sys.argv[1]), parse_constant=strict)['compute']
 ok = ok and c['kind'] == 'emulated' and c['math'] is False and c['link'] == 'inter'
+ok = ok and 'EMULATED COMPUTE (h100 x' in open(sys.argv[3]).read()
 sys.exit(0 if ok else 1)
-" "$tmp/timing/train_nsp.json" "$tmp/timing.log"
+" "$tmp/timing/train_nsp.json" "$tmp/timing.log" "$tmp/timing/train_nsp.svg"
 exit $fail
