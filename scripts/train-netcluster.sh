@@ -10,11 +10,15 @@
 #
 #   scripts/train-netcluster.sh [-p PREFIX] [-k NODES] [-n RANKS_PER_NODE]
 #                               [-r RATE] [-o OUT] [-P PRESET] [-s STEPS]
-#                               [-- train_nsp.py options]
+#                               [-e TARGET] [-- train_nsp.py options]
 #
 # Defaults: prefix nsptrain-, 2 nodes x 4 ranks, 1gbit, out/netcluster-train,
 # preset default (-P long: long-context training, docs/results.md, "Training"),
-# 10 steps per planner.
+# 10 steps per planner. -e TARGET: emulated compute (train_nsp.py --device
+# emu:OUT/emu-RATE.json, docs/design/emulated-device.md): the attention
+# kernels take the time TARGET (a cluster preset such as h100, or a cluster
+# file) would take, scaled by TARGET's bw_inter over this cluster's
+# calibrated one; timing mode (no math, no correctness check).
 # Needs root (exits 77 otherwise). The cluster is torn down on exit. Exits
 # nonzero when a correctness check of the run fails. Python: $NSP_PYTHON, or
 # the checkout's .venv (scripts/setup-python.sh); the library: ./build, or
@@ -22,8 +26,8 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 prefix=nsptrain- nodes=2 per_node=4 rate=1gbit out=$top/out/netcluster-train preset=default
-steps=10
-while getopts "p:k:n:r:o:P:s:" opt; do
+steps=10 target=
+while getopts "p:k:n:r:o:P:s:e:" opt; do
     case $opt in
     p) prefix=$OPTARG ;;
     k) nodes=$OPTARG ;;
@@ -32,6 +36,7 @@ while getopts "p:k:n:r:o:P:s:" opt; do
     o) out=$OPTARG ;;
     P) preset=$OPTARG ;;
     s) steps=$OPTARG ;;
+    e) target=$OPTARG ;;
     *) echo "usage: see the header of $0" >&2; exit 2 ;;
     esac
 done
@@ -59,6 +64,14 @@ nc exec -p "$prefix" hub "$build/perf/nsp_calibrate" --ranks $((nodes * per_node
     --out "$cal" --name "netcluster-${nodes}x${per_node}-$rate" --elem-bytes 4 \
     --gemm kernel --reps 3 >"$out/cal-$rate.txt" 2>&1
 
+device=()
+if [ -n "$target" ]; then
+    # "here" is relative to the file: the calibration just made
+    printf '{"target": "%s", "here": "cal-%s.json", "math": false}\n' "$target" "$rate" \
+        >"$out/emu-$rate.json"
+    device=(--device "emu:$out/emu-$rate.json")
+fi
+
 port=$((20000 + RANDOM % 20000))
 pids=()
 for i in $(seq 0 $((nodes - 1))); do
@@ -67,11 +80,11 @@ for i in $(seq 0 $((nodes - 1))); do
         nc exec -p "$prefix" "$i" "$py" -m torch.distributed.run --nnodes "$nodes" \
         --node-rank "$i" --nproc-per-node "$per_node" --master-addr 198.18.0.1 \
         --master-port "$port" "$top/examples/torch/train_nsp.py" --steps "$steps" \
-        --preset "$preset" --cluster "$cal" --out "$out" "$@" >"$out/node$i.log" 2>&1 &
+        --preset "$preset" --cluster "$cal" --out "$out" ${device[@]+"${device[@]}"} "$@" >"$out/node$i.log" 2>&1 &
     pids+=($!)
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-sed -n '/^# planner/,$p' "$out/node0.log"
+sed -n '/^# compute/p; /^# planner/,$p' "$out/node0.log"
 [ "$rc" = 0 ] || { echo "train-netcluster: a node exited $rc (logs: $out/node*.log)" >&2; tail -20 "$out"/node*.log >&2; }
 exit "$rc"

@@ -5,6 +5,7 @@
     mpirun -np 8 -x MASTER_PORT=29500 .venv/bin/python examples/torch/train_nsp.py
     torchrun ... train_nsp.py --preset long --steps 8     # long-context training
     python train_nsp.py --predict-only --preset long --cluster FILE   # cost model only
+    torchrun ... train_nsp.py --device emu:FILE           # emulated compute (below)
 
 A small decoder-only GQA transformer (RoPE, SwiGLU, 4 layers, hidden 256,
 8 query / 2 KV heads of 32) trains on batches drawn by token budget from a
@@ -26,6 +27,18 @@ planner: step time as critical-path CPU time (per round, the busiest rank's
 thread CPU time, summed; as the nsp_demo measures it) and wall time,
 tokens/s, bytes per level, and the cost model's predicted step time; writes
 JSON and an SVG (loss curves, per-rank step time) to --out.
+
+--device emu:FILE (or NSPCOMM_DEVICE=emu:FILE in the environment; never
+the default): the attention runs on nspcomm's emulated device
+(docs/design/emulated-device.md): each per-level kernel takes the time
+FILE's target GPU would take, scaled to this wire, and the exchanges move
+for real over UCX; the planner prices attention at that emulated rate (the
+rest of the model is real CPU work at its measured rate). In timing mode
+(FILE's "math": false, the default) the kernels do no math, so the loss is
+not meaningful and no correctness check runs: every output says "EMULATED
+COMPUTE", the JSON's "compute" is {"kind": "emulated", ...}. Check
+correctness with math mode ("math": true: the kernels also compute, every
+check runs) or the plain CPU run.
 """
 
 import argparse
@@ -336,8 +349,11 @@ def train_step(args, comm, tree, planner, run, rec, kind, step, lens, tokens, ta
     for j, d in enumerate(tree.degrees):        # bytes sent by all ranks, per level
         rec["bytes"][d] = rec["bytes"].get(d, 0) + sum(r[n + 4 + j] for r in every)
     if comm.rank == 0:
-        print("%-8s step %3d loss %.4f crit %.3f s wall %.3f s rounds %d" % (
-            kind, step, loss, crit, rec["wall_s"][-1], plan.nrounds), flush=True)
+        print("%-8s step %3d loss %.4f crit %.3f s wall %.3f s rounds %d%s" % (
+            kind, step, loss, crit, rec["wall_s"][-1], plan.nrounds,
+            " [emulated compute%s]" % (", loss not meaningful" if timing_only(args) else "")
+            if getattr(args, "compute", {"kind": "real"})["kind"] == "emulated" else ""),
+            flush=True)
 
 
 # ---- the run ----------------------------------------------------------------
@@ -398,6 +414,11 @@ def parse_args(argv=None):
                     "on the run's batches (--ranks, --ranks-per-node)")
     ap.add_argument("--ranks", type=int, default=8, help="with --predict-only")
     ap.add_argument("--ranks-per-node", type=int, default=4, help="with --predict-only")
+    ap.add_argument("--device", default=None, metavar="emu:FILE",
+                    help="emulated compute: the attention kernels take the time FILE's target "
+                    "GPU would (docs/design/emulated-device.md), the exchanges move over UCX; "
+                    "timing mode does no math (no checks), math mode checks as usual; also "
+                    "taken from NSPCOMM_DEVICE")
     args = ap.parse_args(argv)
     for k, v in PRESETS[args.preset].items():
         if getattr(args, k) is None:
@@ -410,10 +431,77 @@ def parse_args(argv=None):
 
 def measured_rates(args):
     """[gemm_flops, attn_flops] for the cost model: --rates, else measured
-    now on this thread (gemm_rate, attn_rate)."""
+    now on this thread (gemm_rate, attn_rate). With emulated compute the
+    attention rate is the emulated kernels' (emulated_compute)."""
     if args.rates:
-        return [float(x) for x in args.rates.split(",")]
-    return [gemm_rate(), attn_rate()]
+        rates = [float(x) for x in args.rates.split(",")]
+    else:
+        rates = [gemm_rate(), attn_rate() if args.compute["kind"] == "real" else 0.0]
+    if args.compute["kind"] == "emulated":
+        rates[1] = args.compute["attn_flops"]
+    return rates
+
+
+def emulated_compute(device):
+    """What the run's attention computes on: {"kind": "real"} (device None),
+    or for "emu:FILE" the emulated device FILE describes (src/streams/
+    emu_config.h: target, here, link, math): {"kind": "emulated", "file",
+    "target", "here", "link", "math", "scale" (dimensionless: B_target /
+    B_here of the link, as nsp_emu_timing_init), "attn_flops" (FLOP/s per
+    rank the emulated kernels run at: the target's R_attn / scale)}.
+    The library reads FILE again when the world's first exchange makes the
+    device, and refuses what this does not check."""
+    if not device:
+        return {"kind": "real"}
+    if not device.startswith("emu:") or len(device) == 4:
+        raise SystemExit("train_nsp: --device %s: use emu:FILE (the emulated device)" % device)
+    path = os.path.abspath(device[4:])
+    with open(path) as f:
+        cfg = json.load(f)
+    if "target" not in cfg or "here" not in cfg:
+        raise SystemExit("train_nsp: %s: the emulated device's file needs target and here" % path)
+    link = cfg.get("link", "inter")
+    if link not in ("inter", "intra"):
+        raise SystemExit("train_nsp: %s: link %r is not inter or intra" % (path, link))
+    from nspcomm.planner import _load_spec
+    rel = lambda x: x if os.path.isabs(x) else os.path.join(os.path.dirname(path), x)  # noqa
+    t = cfg["target"]
+    is_file = "/" in t or t.endswith(".json")
+    target = _load_spec(rel(t) if is_file else t, "cluster", None if is_file else 1024)
+    here = _load_spec(rel(cfg["here"]), "cluster")
+    bw = "bw_" + link
+    scale = getattr(target, bw) / getattr(here, bw)     # B_target / B_here, dimensionless
+    return {"kind": "emulated", "file": path, "target": t, "here": rel(cfg["here"]),
+            "link": link, "math": bool(cfg.get("math", False)), "scale": scale,
+            "attn_flops": target.attn_flops / scale}
+
+
+def compute_label(compute):
+    """'' for real compute, else what every output of the run says."""
+    if compute["kind"] == "real":
+        return ""
+    return "EMULATED COMPUTE (%s x %.0f, link %s, %s)" % (
+        compute["target"], compute["scale"], compute["link"],
+        "math mode" if compute["math"] else "timing only")
+
+
+def use_device(args):
+    """--device, or NSPCOMM_DEVICE already set (so a run that used the
+    emulated device always says so): args.compute, and the environment the
+    nspcomm world reads (NSPCOMM_DEVICE; UCX's progress thread on unless
+    set, as nsp_demo --device: the rank's thread waits while the emulated
+    kernels run on the device's stream threads)."""
+    dev = args.device or os.environ.get("NSPCOMM_DEVICE") or None
+    args.compute = emulated_compute(dev)
+    if args.compute["kind"] == "emulated":
+        os.environ["NSPCOMM_DEVICE"] = "emu:" + args.compute["file"]
+        os.environ.setdefault("NSPCOMM_PROGRESS_THREAD", "on")
+
+
+def timing_only(args):
+    """Emulated compute without math: the loss means nothing, nothing to check."""
+    c = getattr(args, "compute", {"kind": "real"})
+    return c["kind"] == "emulated" and not c["math"]
 
 
 def make_planner(args, model, world, local, rates):
@@ -476,6 +564,9 @@ def predict_only(args):
               long_seq, sum(any(n > long_seq for n in ls) for ls in lens_of), len(lens_of),
               100 * mean([sum(n for n in ls if n > long_seq) / sum(ls) for ls in lens_of]),
               mean([len(ls) for ls in lens_of])))
+    if args.compute["kind"] == "emulated":
+        print("# compute: %s (attention priced at %.3g FLOP/s per rank)" % (
+            compute_label(args.compute), args.compute["attn_flops"]))
     print("# planner   predicted_s  rounds  max_degree  batches_across_nodes")
     for k in kinds:
         r = res[k]
@@ -489,13 +580,14 @@ def predict_only(args):
                 print("# nested vs %s: %.3fx predicted" % (
                     k, res[k]["mean_pred_s"] / res["nested"]["mean_pred_s"]))
     with open(os.path.join(args.out, "predict.json"), "w") as f:
-        json.dump({"args": vars(args), "planners": res}, f, indent=1)
+        json.dump({"args": vars(args), "planners": res, "compute": args.compute}, f, indent=1)
 
 
 def main():
     args = parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
+    use_device(args)
     if args.predict_only:
         predict_only(args)
         return
@@ -527,7 +619,14 @@ def main():
 
     failed = []
     report = {"args": vars(args), "ranks": world, "ranks_per_node": cluster["ranks_per_node"],
-              "tree_degrees": tree.degrees, "planners": {}}
+              "tree_degrees": tree.degrees, "planners": {}, "compute": args.compute}
+    if rank == 0 and args.compute["kind"] == "emulated":
+        print("# compute: %s: the attention kernels take %s's time x %.0f (emulated rate "
+              "%.3g FLOP/s per rank)%s" % (
+                  compute_label(args.compute), args.compute["target"], args.compute["scale"],
+                  args.compute["attn_flops"],
+                  "; timing only: no math, the loss is not meaningful, no check" if
+                  timing_only(args) else ""), flush=True)
     kinds = args.planners.split(",")
     runs = {}
     for kind in kinds:
@@ -541,14 +640,15 @@ def main():
     for step in range(args.steps):
         lens = lens_of[step]
         tokens, targets = batch_tokens(lens, step)
-        if step == 0 and rank == 0:   # the single-process run (rank 0 only)
+        if step == 0 and rank == 0 and not timing_only(args):   # the single-process run
             ref = Decoder(layers=args.layers)
             ref.load_state_dict(init.state_dict())
             ref_loss, ref_grads = reference_step(ref, lens, tokens, targets)
         for kind in kinds[step % len(kinds):] + kinds[:step % len(kinds)]:
             train_step(args, comm, tree, planner, runs[kind], report["planners"][kind], kind,
                        step, lens, tokens, targets,
-                       (ref_loss, ref_grads) if step == 0 and rank == 0 else None, failed)
+                       (ref_loss, ref_grads) if step == 0 and rank == 0 and
+                       not timing_only(args) else None, failed)
     finish(report, args, failed, comm, tree)
 
 
@@ -568,7 +668,10 @@ def summarize(report, args, failed, name="train_nsp"):
     """The tables, the checks across planners, and name.json / name.svg in --out."""
     kinds = list(report["planners"])
     base = report["planners"][kinds[0]]["loss"]
-    for k in kinds[1:]:
+    nocheck = timing_only(args)      # the loss is not meaningful: nothing to compare
+    label = compute_label(report.get("compute", {"kind": "real"}))
+    tag = ", " + label if label else ""
+    for k in kinds[1:] if not nocheck else []:
         cur = report["planners"][k]["loss"]
         diff = max(abs(a - b) / abs(b) for a, b in zip(cur, base))
         report["planners"][k]["loss_vs_%s" % kinds[0]] = diff
@@ -576,8 +679,10 @@ def summarize(report, args, failed, name="train_nsp"):
             failed.append("%s loss curve differs from %s by %.3g" % (k, kinds[0], diff))
     warm = slice(1, None) if args.steps > 1 else slice(0, None)
     tokens = args.tokens_per_rank * report["ranks"]
+    if label:
+        print("\n# compute: %s" % label)
     print("\n# planner   rounds  crit_s  wall_s  tokens/s(crit)  predicted_s  loss[0] "
-          "loss[-1]  step0 grad err  MiB sent per level (all ranks, per step)")
+          "loss[-1]  step0 grad err  MiB sent per level (all ranks, per step)%s" % tag)
     mean = lambda xs: sum(xs) / max(1, len(xs))  # noqa: E731
     for k in kinds:
         r = report["planners"][k]
@@ -595,11 +700,12 @@ def summarize(report, args, failed, name="train_nsp"):
                        if int(d) > 1)
         print("  %-9s %6.2f  %6.3f  %6.3f  %14.0f  %11.4f  %.4f  %.4f  %14.2e  %s" % (
             k, mean(r["rounds"]), crit, wall, tokens / crit, pred,
-            r["loss"][0], r["loss"][-1], r["step0"]["worst_grad_err"], mib))
+            r["loss"][0], r["loss"][-1],
+            r["step0"]["worst_grad_err"] if "step0" in r else float("nan"), mib))
     print("\n# where a step's wall time goes (per rank, mean over ranks and steps): the "
           "attention op (its kernels; exchange and waiting = the rest), the gloo all-reduce")
     print("# planner   wall_s  attn_op_s  attn_kernel_s  attn_exchange+wait_s  allreduce_s  "
-          "exchange share of wall")
+          "exchange share of wall%s" % tag)
     for k in kinds:
         m = report["planners"][k]["summary"]
         print("  %-9s %6.3f  %9.3f  %13.3f  %20.3f  %11.3f  %5.1f%%" % (
@@ -611,16 +717,23 @@ def summarize(report, args, failed, name="train_nsp"):
         for k in kinds:
             if k != "nested":
                 o = report["planners"][k]["summary"]
-                print("# nested vs %s: %.3fx crit, %.3fx wall measured; %.3fx predicted" % (
+                print("# nested vs %s: %.3fx crit, %.3fx wall measured; %.3fx predicted%s" % (
                     k, o["crit_s"] / n["crit_s"], o["wall_s"] / n["wall_s"],
-                    o["pred_s"] / n["pred_s"]))
-    for k in kinds[1:]:
+                    o["pred_s"] / n["pred_s"], tag))
+    for k in kinds[1:] if not nocheck else []:
         print("# loss curve of %s vs %s: max relative difference %.2e (tolerance %.0e)" % (
             k, kinds[0], report["planners"][k]["loss_vs_%s" % kinds[0]], args.loss_tol))
-    print("# check: %s" % ("FAILED: " + "; ".join(failed) if failed else
-                           "step-0 loss and every gradient match the single-process run "
-                           "(tolerance %.0e), loss curves coincide" % args.grad_tol))
+    if nocheck and not failed:
+        print("# check: not run: emulated compute in timing mode (the kernels do no math, the "
+              "loss is not meaningful; check correctness with math mode or the CPU run)")
+    else:
+        print("# check: %s" % ("FAILED: " + "; ".join(failed) if failed else
+                               "step-0 loss and every gradient match the single-process run "
+                               "(tolerance %.0e), loss curves coincide%s" % (args.grad_tol, tag)))
     report["failed"] = failed
+    if nocheck:   # the kernels did no math: a NaN loss is noise, written as null (strict JSON)
+        for r in report["planners"].values():
+            r["loss"] = [x if x == x and abs(x) != float("inf") else None for x in r["loss"]]
     with open(os.path.join(args.out, name + ".json"), "w") as f:
         json.dump(report, f, indent=1)
     with open(os.path.join(args.out, name + ".svg"), "w") as f:
@@ -637,16 +750,20 @@ def svg(report):
            'font-family="sans-serif" font-size="12">' % (W, H),
            '<rect width="100%" height="100%" fill="white"/>']
     kinds = list(report["planners"])
-    losses = [x for k in kinds for x in report["planners"][k]["loss"]]
-    lo, hi = min(losses), max(losses)
+    # None: a timing-only emulated run's NaN (no curve to draw)
+    losses = [x for k in kinds for x in report["planners"][k]["loss"] if x is not None]
+    lo, hi = (min(losses), max(losses)) if losses else (0.0, 1.0)
     n = max(len(report["planners"][k]["loss"]) for k in kinds)
     pw = W / 2 - 1.5 * pad
+    label = compute_label(report.get("compute", {"kind": "real"}))
+    if label:
+        out.append('<text x="%d" y="%d" fill="#d62728">%s</text>' % (pad, H - 28, label))
     out.append('<text x="%d" y="20">loss per step (curves should coincide)</text>' % pad)
     for k in kinds:
         ys = report["planners"][k]["loss"]
         pts = " ".join("%.1f,%.1f" % (pad + pw * i / max(1, n - 1),
                                       H - pad - (H - 2 * pad) * (y - lo) / max(hi - lo, 1e-9))
-                       for i, y in enumerate(ys))
+                       for i, y in enumerate(ys) if y is not None)
         out.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (
             colors.get(k, "black"), pts))
     out.append('<text x="%d" y="%d">%.3f</text><text x="%d" y="%d">%.3f</text>' % (

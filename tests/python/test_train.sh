@@ -4,12 +4,15 @@
 # correctness checks (step-0 loss and gradients against one process, the
 # planners' loss curves) decide its exit status; this test also checks the
 # JSON it writes, and runs the long-context preset's cost model alone
-# (--predict-only --preset long, one process, 3 batches). Skips like tests/python/test_python.sh (no torch, an ASan
+# (--predict-only --preset long, one process, 3 batches), and the emulated
+# device (--device emu:FILE, docs/design/emulated-device.md): math mode
+# passes the same checks and gives the plain run's losses, timing mode
+# runs on the emulated device and says so in its output and JSON. Skips like tests/python/test_python.sh (no torch, an ASan
 # build); NSP_REQUIRE_TORCH=1 turns a missing torch into a failure.
 . "${NSP_TOP_SRCDIR:-.}/tests/tap.sh" # top_srcdir, top_builddir, n, fail, check
 need="torch"
 . "$top_srcdir/tests/python/torch_env.sh" # py; skips without torch
-echo "1..5"
+echo "1..9"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nsp_train_test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 port=$(( 20000 + $$ % 20000 ))
@@ -44,4 +47,63 @@ ok = d['args']['workload'].endswith('wikipedia-flexsp.txt') and d['args']['max_l
 ok = ok and all(d['planners'][k]['mean_pred_s'] > 0 for k in ('static', 'disjoint', 'nested', 'megatron'))
 sys.exit(0 if ok else 1)
 " "$tmp/predict.json"
+# --device emu:FILE: the attention on the emulated device (h100 timing scaled
+# to the shipped 1 Gbit/s calibration). Math mode: every check runs and
+# the losses are the plain run's (same seed, batches, weights; only the
+# plan and summation order may differ); timing mode: no math, so no check,
+# but the world runs the emulated device (its INFO line) and every output
+# says so.
+here="$top_srcdir/examples/torch/clusters/netcluster-2x4-1gbit.json"
+case $here in /*) ;; *) here="$PWD/$here" ;; esac
+printf '{"target": "h100", "here": "%s", "math": true}\n' "$here" >"$tmp/emu-math.json"
+printf '{"target": "h100", "here": "%s"}\n' "$here" >"$tmp/emu-timing.json"
+emu_run() { # emu_run NAME FILE PORT STEPS
+    mkdir -p "$tmp/$1"
+    UCX_MEM_EVENTS=no UCX_WARN_UNUSED_ENV_VARS=n OMP_NUM_THREADS=1 NSPCOMM_TIMEOUT=60 \
+    NSPCOMM_LOG_LEVEL=INFO NSPCOMM_BUILD_DIR="$top_builddir" \
+    PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}" \
+        "$py" -m torch.distributed.run --nproc-per-node 4 --master-port "$3" \
+        "$top_srcdir/examples/torch/train_nsp.py" --steps "$4" --layers 2 --planners static,nested \
+        --device "emu:$2" --out "$tmp/$1" >"$tmp/$1.log" 2>&1
+}
+emu_run math "$tmp/emu-math.json" $((port + 1)) 2
+rc=$?
+[ $rc -eq 0 ] || tail -20 "$tmp/math.log" | sed 's/^/# /'
+check "--device emu:FILE, math mode: exit $rc, on the emulated device, checks pass, labelled" sh -c '
+    test "$1" -eq 0 && grep -q "emulated device: .*, math)" "$2" &&
+    grep -q "^# check: step-0 loss and every gradient match.*EMULATED COMPUTE (h100 x" "$2"' \
+    _ $rc "$tmp/math.log"
+check "math mode: compute emulated in the JSON, losses those of the plain run (1e-4)" "$py" -c "
+import json, sys
+e, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+c = e['compute']
+ok = c['kind'] == 'emulated' and c['math'] is True and c['target'] == 'h100' and c['scale'] > 1
+for k in ('static', 'nested'):
+    a, b = e['planners'][k]['loss'], p['planners'][k]['loss']
+    print('# %s: emulated math %s, CPU %s' % (k, a, b))
+    ok = ok and len(a) == len(b) == 2 and all(abs(x - y) <= 1e-4 * abs(y) for x, y in zip(a, b))
+sys.exit(0 if ok else 1)
+" "$tmp/math/train_nsp.json" "$tmp/train_nsp.json"
+emu_run timing "$tmp/emu-timing.json" $((port + 2)) 1
+rc=$?
+[ $rc -eq 0 ] || tail -20 "$tmp/timing.log" | sed 's/^/# /'
+check "--device emu:FILE, timing mode: exit $rc, on the emulated device, says no check ran" sh -c '
+    test "$1" -eq 0 && grep -q "emulated device: .*, timing only)" "$2" &&
+    grep -q "^# check: not run: emulated compute in timing mode" "$2" &&
+    ! grep -q "^# check: step-0" "$2"' _ $rc "$tmp/timing.log"
+check "timing mode: every step line, table header, the SVG and the (strict) JSON say emulated compute" \
+    "$py" -c "
+import json, sys
+log = open(sys.argv[2]).read().splitlines()
+steps = [l for l in log if ' step ' in l and ' loss ' in l and not l.startswith('[')]
+heads = [l for l in log if l.startswith('# planner ')]
+ok = len(steps) == 2 and all('[emulated compute, loss not meaningful]' in l for l in steps)
+ok = ok and len(heads) == 2 and all('EMULATED COMPUTE (h100 x' in l for l in heads)
+def strict(c):  # NaN/Infinity are not JSON
+    sys.exit('# train_nsp.json has %s' % c)
+c = json.load(open(sys.argv[1]), parse_constant=strict)['compute']
+ok = ok and c['kind'] == 'emulated' and c['math'] is False and c['link'] == 'inter'
+ok = ok and 'EMULATED COMPUTE (h100 x' in open(sys.argv[3]).read()
+sys.exit(0 if ok else 1)
+" "$tmp/timing/train_nsp.json" "$tmp/timing.log" "$tmp/timing/train_nsp.svg"
 exit $fail
