@@ -511,28 +511,16 @@ static nsp_status_t emu_check_stream(void *stream)
     return NSP_OK;
 }
 
+/* Host memory, as the host type's: no call is in flight when a buffer
+ * grows, so nothing queued reads the old one. */
 static nsp_status_t emu_buffer(void **ptr, size_t *cap, size_t bytes)
 {
-    void *p;
-
-    bytes = bytes > 0 ? bytes : 1;
-    if (*ptr != NULL && *cap >= bytes) {
-        return NSP_OK;
-    }
-    /* no call is in flight: nothing queued reads the old buffer */
-    p = realloc(*ptr, bytes);
-    if (p == NULL) {
-        return nsp_error(NSP_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes of head-sharded "
-                         "buffers", EMU_MT_WHAT, bytes);
-    }
-    *ptr = p;
-    *cap = bytes;
-    return NSP_OK;
+    return nsp_memtype_host.attn->buffer(ptr, cap, bytes);
 }
 
 static void emu_release(void *ptr)
 {
-    free(ptr);
+    nsp_memtype_host.attn->release(ptr);
 }
 
 static nsp_status_t emu_sync(void *stream)

@@ -336,18 +336,11 @@ static nsp_status_t ucx_op_complete(ucx_req_t *req, ucx_op_t *op)
 
 static nsp_status_t ucx_pull_test(ucx_req_t *req, ucx_op_t *op);
 
-static nsp_status_t ucx_op_test(ucx_req_t *req, ucx_op_t *op)
+/* What UCX said of op's request (st): NSP_INPROGRESS while it runs and its
+ * peer lives; NSP_OK once it succeeded (the request freed); else the op
+ * failed (freed, done, the error decided by ucx_op_failed). */
+static nsp_status_t ucx_op_settle(ucx_req_t *req, ucx_op_t *op, ucs_status_t st)
 {
-    ucs_status_t st;
-
-    if (op->pull != UCX_PULL_NONE) {
-        return ucx_pull_test(req, op);
-    }
-    if (op->is_recv) {
-        st = ucp_tag_recv_request_test(op->ucp_req, &op->info);
-    } else {
-        st = ucp_request_check_status(op->ucp_req);
-    }
     if (st == UCS_INPROGRESS) {
         ucs_status_t failed = ucx_failed(ucx_peer(req->comm, op->peer));
         return failed == UCS_OK ? NSP_INPROGRESS : ucx_op_failed(req, op, failed);
@@ -358,7 +351,24 @@ static nsp_status_t ucx_op_test(ucx_req_t *req, ucx_op_t *op)
         op->done = 1;
         return ucx_op_failed(req, op, st);
     }
-    return ucx_op_complete(req, op);
+    return NSP_OK;
+}
+
+static nsp_status_t ucx_op_test(ucx_req_t *req, ucx_op_t *op)
+{
+    ucs_status_t st;
+    nsp_status_t s;
+
+    if (op->pull != UCX_PULL_NONE) {
+        return ucx_pull_test(req, op);
+    }
+    if (op->is_recv) {
+        st = ucp_tag_recv_request_test(op->ucp_req, &op->info);
+    } else {
+        st = ucp_request_check_status(op->ucp_req);
+    }
+    s = ucx_op_settle(req, op, st);
+    return s != NSP_OK ? s : ucx_op_complete(req, op);
 }
 
 /*
@@ -942,16 +952,9 @@ static nsp_status_t ucx_pull_test(ucx_req_t *req, ucx_op_t *op)
     }
     if (op->pull == UCX_PULL_DESC || op->pull == UCX_PULL_ACK) {
         if (op->ucp_req != NULL) {
-            st = ucp_request_check_status(op->ucp_req);
-            if (st == UCS_INPROGRESS) {
-                ucs_status_t failed = ucx_failed(ucx_peer(req->comm, op->peer));
-                return failed == UCS_OK ? NSP_INPROGRESS : ucx_op_failed(req, op, failed);
-            }
-            ucp_request_free(op->ucp_req);
-            op->ucp_req = NULL;
-            if (st != UCS_OK) {
-                op->done = 1;
-                return ucx_op_failed(req, op, st);
+            nsp_status_t s = ucx_op_settle(req, op, ucp_request_check_status(op->ucp_req));
+            if (s != NSP_OK) {
+                return s; /* in progress, or failed */
             }
         }
         if (op->pull == UCX_PULL_ACK) {
