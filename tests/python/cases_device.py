@@ -140,8 +140,13 @@ def case_nccl_without_gpu(comm, args):
         w = nspcomm.init(store=store, rank=comm.rank, world_size=comm.size, backend="nccl",
                          timeout_s=20, prefix="nccl-test")
         w.destroy()
-        return {"raised": None, "cuda": torch.cuda.is_available()}
+        out = {"raised": None, "cuda": torch.cuda.is_available()}
     except nspcomm.NspError as e:
-        return {"raised": type(e).__name__, "name": e.name, "message": str(e)[:500],
-                "elapsed": time.time() - t0, "cuda": torch.cuda.is_available(),
-                "pid": os.getpid()}
+        out = {"raised": type(e).__name__, "name": e.name, "message": str(e)[:500],
+               "elapsed": time.time() - t0, "cuda": torch.cuda.is_available(),
+               "pid": os.getpid()}
+    # Rank 0 serves the TCPStore: it must outlive every rank's init, or a
+    # rank still reading the store sees the connection reset instead of
+    # its own error.
+    comm.barrier()
+    return out
