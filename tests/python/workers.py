@@ -49,13 +49,19 @@ def attn_run(comm, plan, args, rnd, q, k, v, do, dtype, tree=None, grads=None):
     return errs, stats, lay
 
 
-def case_attn(comm, args):
-    plan = load_plan(args)
+def attn_inputs(plan, args):
+    """The global q, k, v, dout [T, heads, D] of a case (seeded by args)."""
     torch.manual_seed(args.get("seed", 0))
     T = sum(plan.seq_lens)
     nq, nkv, D = args["nq"], args["nkv"], args["D"]
     q, k = torch.rand(T, nq, D) * 4 - 2, torch.rand(T, nkv, D) * 4 - 2
     v, do = torch.rand(T, nkv, D) * 2 - 1, torch.rand(T, nq, D) * 2 - 1
+    return q, k, v, do
+
+
+def case_attn(comm, args):
+    plan = load_plan(args)
+    q, k, v, do = attn_inputs(plan, args)
     out = {}
     tree = comm.tree(args.get("degrees"))
     for dt in args.get("dtypes", ["float32"]):
@@ -80,11 +86,7 @@ def case_dkv(comm, args):
     round (forward, backward) and the errors against the reference; per
     16-bit dtype whether both flags gave the same dk and dv bits."""
     plan = load_plan(args)
-    torch.manual_seed(args.get("seed", 0))
-    T = sum(plan.seq_lens)
-    nq, nkv, D = args["nq"], args["nkv"], args["D"]
-    q, k = torch.rand(T, nq, D) * 4 - 2, torch.rand(T, nkv, D) * 4 - 2
-    v, do = torch.rand(T, nkv, D) * 2 - 1, torch.rand(T, nq, D) * 2 - 1
+    q, k, v, do = attn_inputs(plan, args)
     tree = comm.tree()
     out = {"bytes": {}, "same_bits": {}}
     for dt in ("float32", "bfloat16", "float16"):
