@@ -28,11 +28,17 @@ fi
 if [ "${NSP_SKIP_SANITIZERS:-0}" != 1 ]; then
     # Threads with a world each (tests/a2a/test_a2a_worlds), the emulated
     # device alone and under nested attention over UCX; UCX itself is
-    # not instrumented and needed no suppressions (UCX 1.13).
+    # not instrumented and needs no suppressions (UCX 1.13). UCX_TLS=^sysv:
+    # TSan does not intercept SysV shmat/shmdt, so when one thread's world
+    # detaches a segment (its FIFOs, a region) and the other's attaches a
+    # new one at the same address, the shadow keeps the old accesses and
+    # the first touch reports a race that never was. UCX's POSIX shared
+    # memory (shm_open + mmap/munmap, which TSan sees) carries the same
+    # traffic and the same mapped regions.
     tsan_tests="tests/a2a/test_a2a_worlds tests/emu/test_emu_device tests/emu/test_emu_attn"
     echo "== $tsan_tests under ThreadSanitizer (build-tsan/)"
     configured build-tsan --enable-tsan
-    UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
+    UCX_TLS=^sysv UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
         make -C build-tsan -j"$jobs" check TESTS="$tsan_tests"
 fi
