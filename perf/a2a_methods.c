@@ -20,7 +20,8 @@
     X(a2a_method_mpi)                \
     X(a2a_method_mpi_flat)           \
     X(a2a_method_mpi_pack)           \
-    X(a2a_method_nested_mapped)
+    X(a2a_method_nested_mapped)      \
+    X(a2a_method_flat_mapped)
 
 #define A2A_DECLARE(sym) extern const a2a_method_t sym;
 #define A2A_ENTRY(sym)   &sym,

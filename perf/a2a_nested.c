@@ -272,6 +272,11 @@ static void setup_mapped(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *r
     add_nested(c, rows, "nested-mapped", plans->nested, 0, 1, 0);
 }
 
+static void setup_flat_mapped(perf_ctx_t *c, const perf_plans_t *plans, a2a_rows_t *rows)
+{
+    add_nested(c, rows, "flat-mapped", plans->flat, 0, 1, 0);
+}
+
 const a2a_method_t a2a_method_nested = {
     .name = "nested", .setup = setup_nested,
     .help = "the nested all-to-all (s2h), levels pipelined: pack, exchange, unpack, copies"};
@@ -287,3 +292,6 @@ const a2a_method_t a2a_method_flat = {
 const a2a_method_t a2a_method_nested_mapped = {
     .name = "nested-mapped", .setup = setup_mapped,
     .help = "nested on nsp_mem_alloc buffers, mapped = 1 (same-host peers read in place)"};
+const a2a_method_t a2a_method_flat_mapped = {
+    .name = "flat-mapped", .setup = setup_flat_mapped,
+    .help = "flat on nsp_mem_alloc buffers, mapped = 1 (same-host peers read in place)"};

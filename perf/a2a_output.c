@@ -36,7 +36,8 @@ static const ratio_def_t ratio_defs[] = {
     {"tp-same", "mpi", OF_BUSBW},          {"nested-mapped", "mpi", OF_BUSBW},
     {"nested-mapped", "nested", OF_BUSBW}, {"nested", "nested-oneshot", OF_BUSBW},
     {"serial", "nested", OF_TIME},         {"levels", "nested", OF_TIME},
-    {"flat", "nested", OF_TIME}};
+    {"flat", "nested", OF_TIME},           {"flat-mapped", "mpi-flat", OF_BUSBW},
+    {"flat-mapped", "tp-flat", OF_BUSBW}};
 #define NRATIOS ((int)(sizeof(ratio_defs) / sizeof(ratio_defs[0])))
 
 static const char *const ratio_of_name[] = {"busbw", "time"};

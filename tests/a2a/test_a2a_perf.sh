@@ -14,15 +14,15 @@ UCX_LOG_FILE=stderr "$perf" --ranks 4 -b 256K -e 512K -f 2 -n 3 -w 1 -c 1 -J "$j
 rc=$?
 [ $rc -eq 0 ] && echo "ok 1 - nsp_a2a_perf --ranks 4 exits 0" || { echo "not ok 1 - exit code $rc"; sed 's/^/# /' "$out"; }
 grep -q "^# Out of bounds values : 0 OK" "$out" && echo "ok 2 - no wrong element" || echo "not ok 2 - wrong elements reported"
-n=$(grep -cE "^  (nested|serial|flat|tp-same) " "$out")
-[ "$n" -eq 8 ] && echo "ok 3 - nested, serial, flat and tp-same rows for both sizes" || echo "not ok 3 - $n rows"
+n=$(grep -cE "^  (nested|serial|flat|tp-same|nested-mapped|flat-mapped) " "$out")
+[ "$n" -eq 12 ] && echo "ok 3 - nested, serial, flat, tp-same, nested-mapped and flat-mapped rows for both sizes" || echo "not ok 3 - $n rows"
 if [ -n "$PYTHON3" ] && [ "$PYTHON3" != no ]; then
     "$PYTHON3" - "$json" <<'PY' && echo "ok 4 - JSON parses, format nspcomm-a2a-perf-v2, 0 wrong" || echo "not ok 4 - JSON"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["format"] == "nspcomm-a2a-perf-v2"
 assert d["summary"]["wrong"] == 0
-assert {r["method"] for r in d["results"]} >= {"nested", "serial", "flat", "tp-same"}
+assert {r["method"] for r in d["results"]} >= {"nested", "serial", "flat", "tp-same", "nested-mapped", "flat-mapped"}
 assert all(r["time_us"] > 0 and r["busbw"] >= 0 for r in d["results"])
 PY
 else
