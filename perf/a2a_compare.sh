@@ -99,7 +99,8 @@ RATIOS = [("nested", "mpi", "busbw"), ("nested", "mpi+pack", "busbw"),
           ("flat", "mpi-flat", "busbw"), ("nested", "tp-same", "busbw"),
           ("flat", "tp-flat", "busbw"), ("tp-same", "mpi", "busbw"),
           ("nested-oneshot", "mpi", "busbw"), ("nested-mapped", "mpi", "busbw"),
-          ("flat-mapped", "mpi-flat", "busbw"),
+          ("flat-mapped", "mpi-flat", "busbw"), ("nested-mapped", "tp-same", "busbw"),
+          ("flat-mapped", "tp-flat", "busbw"),
           ("serial", "nested", "time_us"), ("levels", "nested", "time_us"),
           ("nested", "mpi", "cpu_us"), ("nested", "mpi+pack", "cpu_us")]  # v2 only
 

@@ -7,6 +7,7 @@ if NSP_COMM
 libnspcomm_la_SOURCES += \
 	src/attn_sp/layout.c \
 	src/attn_sp/pack.c \
+	src/attn_sp/copy_rows.c \
 	src/attn_sp/pack_host_ops.c \
 	src/attn_sp/a2a_bytes.c \
 	src/attn_sp/nested_a2a_common.c \
@@ -20,6 +21,7 @@ libnspcomm_la_SOURCES += \
 	src/attn_sp/memtype_emu.c
 noinst_HEADERS += \
 	src/attn_sp/a2a_bytes.h \
+	src/attn_sp/copy_rows.h \
 	src/attn_sp/layout.h \
 	src/attn_sp/pack.h \
 	src/attn_sp/pack_ops.h \

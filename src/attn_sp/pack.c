@@ -1,10 +1,14 @@
 /*
  * Host pack/unpack of one level of the nested all-to-all. Shapes and units
  * are described in pack.h; every copy moves whole head rows (row_bytes =
- * D * elem_size) with memcpy. The *_sel variants work on a subset of the
- * level's sequences; the plain ones are the subset "all".
+ * D * elem_size) with memcpy, except the direct copies (the own block,
+ * nsp_pack_copy_self, and the mapped path's reads, nsp_pack_copy_peer),
+ * which stream around the cache when a rank's output of the level is large
+ * (copy_rows.h). The *_sel variants work on a
+ * subset of the level's sequences; the plain ones are the subset "all".
  */
 #include "attn_sp/pack.h"
+#include "attn_sp/copy_rows.h"
 #include "attn_sp/replica_sum.h"
 #include "common/log.h"
 
@@ -93,23 +97,42 @@ nsp_status_t nsp_pack_counts(const nsp_level_view_t *v, nsp_a2a_dir_t dir, int h
 }
 
 /* Copy `tokens` rows of h heads from a [.., H, D] buffer (starting at head
- * `first`) into a dense [tokens, h, D] buffer, or back (to_dense = 0). */
+ * `first`) into a dense [tokens, h, D] buffer, or back (to_dense = 0);
+ * `stream` as in nsp_copy_rows(). */
 static void copy_strided(char *dense, char *strided, int64_t tokens, int heads, int first,
-                         int h, size_t row_bytes, int to_dense)
+                         int h, size_t row_bytes, int to_dense, int stream)
 {
     size_t dense_stride   = (size_t)h * row_bytes;
     size_t strided_stride = (size_t)heads * row_bytes;
     char  *s              = strided + (size_t)first * row_bytes;
 
-    for (int64_t t = 0; t < tokens; ++t) {
-        if (to_dense) {
-            memcpy(dense + (size_t)t * dense_stride, s + (size_t)t * strided_stride,
-                   dense_stride);
-        } else {
-            memcpy(s + (size_t)t * strided_stride, dense + (size_t)t * dense_stride,
-                   dense_stride);
-        }
+    if (to_dense) {
+        nsp_copy_rows(dense, dense_stride, s, strided_stride, dense_stride, (size_t)tokens,
+                      stream);
+    } else {
+        nsp_copy_rows(s, strided_stride, dense, dense_stride, dense_stride, (size_t)tokens,
+                      stream);
     }
+}
+
+/* What one rank's side of a level writes in all, in bytes: its block
+ * [T, h_me, D] (seq->head) or its chunks [L_me, H, D] (head->seq). */
+static nsp_status_t level_out_bytes(const nsp_level_view_t *v, nsp_a2a_dir_t dir, int heads,
+                                    size_t row_bytes, size_t *bytes)
+{
+    int     first, h_me, r_me;
+    int64_t total = 0;
+
+    if (dir == NSP_A2A_HEAD_TO_SEQ) {
+        *bytes = (size_t)level_chunk_tokens(v, NULL, v->index) * (size_t)heads * row_bytes;
+        return NSP_OK;
+    }
+    NSP_CHECK(nsp_head_share(heads, v->degree, v->index, &first, &h_me, &r_me));
+    for (int j = 0; j < v->nseqs; ++j) {
+        total += v->seq_len[j];
+    }
+    *bytes = (size_t)total * (size_t)h_me * row_bytes;
+    return NSP_OK;
 }
 
 nsp_status_t nsp_pack_check_sum_rows(nsp_a2a_replicas_t replicas, size_t row_bytes)
@@ -338,8 +361,9 @@ nsp_status_t nsp_pack_copy_self(const nsp_level_view_t *v, nsp_a2a_dir_t dir, in
 {
     int     me = v->index, first, h_me, r_me;
     int     add = 0;
+    int     stream;
     int64_t chunk_off = 0, seq_off = 0, start, len;
-    size_t  tok_bytes;
+    size_t  tok_bytes, out_bytes;
 
     NSP_CHECK(nsp_head_share(heads, v->degree, me, &first, &h_me, &r_me));
     if (dir == NSP_A2A_HEAD_TO_SEQ && me % r_me != 0) {
@@ -348,6 +372,8 @@ nsp_status_t nsp_pack_copy_self(const nsp_level_view_t *v, nsp_a2a_dir_t dir, in
         }
         add = 1;
     }
+    NSP_CHECK(level_out_bytes(v, dir, heads, row_bytes, &out_bytes));
+    stream    = nsp_copy_should_stream(out_bytes);
     tok_bytes = (size_t)h_me * row_bytes;
     for (int j = 0; j < v->nseqs; ++j) {
         char *block_rows;
@@ -358,11 +384,11 @@ nsp_status_t nsp_pack_copy_self(const nsp_level_view_t *v, nsp_a2a_dir_t dir, in
         chunk_rows = (char *)(dir == NSP_A2A_SEQ_TO_HEAD ? src : dst) +
                      (size_t)chunk_off * (size_t)heads * row_bytes;
         if (dir == NSP_A2A_SEQ_TO_HEAD) {
-            copy_strided(block_rows, chunk_rows, len, heads, first, h_me, row_bytes, 1);
+            copy_strided(block_rows, chunk_rows, len, heads, first, h_me, row_bytes, 1, stream);
         } else if (add) {
             add_strided(replicas, block_rows, chunk_rows, len, heads, first, h_me, row_bytes);
         } else {
-            copy_strided(block_rows, chunk_rows, len, heads, first, h_me, row_bytes, 0);
+            copy_strided(block_rows, chunk_rows, len, heads, first, h_me, row_bytes, 0, stream);
         }
         chunk_off += len;
         seq_off   += v->seq_len[j];
@@ -408,14 +434,19 @@ nsp_status_t nsp_pack_src_bytes(const nsp_level_view_t *v, nsp_a2a_dir_t dir, in
 nsp_status_t nsp_pack_copy_peer(const nsp_level_view_t *v, nsp_a2a_dir_t dir, int heads,
                                 size_t row_bytes, int q, const void *peer_src, void *dst)
 {
-    int     me = v->index, first_me, h_me, r_me, first_q, h_q, r_q;
+    int     me = v->index, first_me, h_me, r_me, first_q, h_q, r_q, stream;
     int64_t chunk_off = 0, seq_off = 0, start, len;
+    size_t  out_bytes;
 
     NSP_CHECK(nsp_head_share(heads, v->degree, me, &first_me, &h_me, &r_me));
     NSP_CHECK(nsp_head_share(heads, v->degree, q, &first_q, &h_q, &r_q));
     if (dir == NSP_A2A_HEAD_TO_SEQ && q % r_q != 0) {
         return NSP_OK; /* the first replica of q's heads sends them */
     }
+    /* the rule looks at the rank's whole output of the level, not this
+     * peer's share of it: that is what competes for the cache */
+    NSP_CHECK(level_out_bytes(v, dir, heads, row_bytes, &out_bytes));
+    stream = nsp_copy_should_stream(out_bytes);
     for (int j = 0; j < v->nseqs; ++j) {
         if (dir == NSP_A2A_SEQ_TO_HEAD) {
             /* q's chunk of sequence j: rows [chunk_off, +len) of q's [L_q, H, D]
@@ -424,7 +455,7 @@ nsp_status_t nsp_pack_copy_peer(const nsp_level_view_t *v, nsp_a2a_dir_t dir, in
             copy_strided((char *)dst + (size_t)(seq_off + start) * (size_t)h_me * row_bytes,
                          (char *)(uintptr_t)peer_src +
                              (size_t)chunk_off * (size_t)heads * row_bytes,
-                         len, heads, first_me, h_me, row_bytes, 1);
+                         len, heads, first_me, h_me, row_bytes, 1, stream);
         } else {
             /* my chunk of sequence j: q's block [T, h_q, D] at token
              * seq_off + start -> rows [chunk_off, +len) of my [L_me, H, D] */
@@ -432,7 +463,7 @@ nsp_status_t nsp_pack_copy_peer(const nsp_level_view_t *v, nsp_a2a_dir_t dir, in
             copy_strided((char *)(uintptr_t)peer_src +
                              (size_t)(seq_off + start) * (size_t)h_q * row_bytes,
                          (char *)dst + (size_t)chunk_off * (size_t)heads * row_bytes, len,
-                         heads, first_q, h_q, row_bytes, 0);
+                         heads, first_q, h_q, row_bytes, 0, stream);
         }
         chunk_off += len;
         seq_off   += v->seq_len[j];

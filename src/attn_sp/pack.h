@@ -2,7 +2,10 @@
  * Host pack/unpack of one level of the nested all-to-all (docs/design.md §6).
  *
  * Units: a "row" is one head vector of D elements, row_bytes = D * elem_size
- * bytes; rows are copied whole with memcpy. Shapes, for one level of degree
+ * bytes; rows are copied whole, with memcpy, or by the two direct copies
+ * (nsp_pack_copy_self, nsp_pack_copy_peer) streamed around the cache once
+ * the rank's output of the level reaches nsp_copy_stream_min_bytes()
+ * (copy_rows.h; the same bytes either way). Shapes, for one level of degree
  * d seen by index `me` (nsp_level_view_t), H heads, h_p = heads held by
  * index p (nsp_head_share):
  *

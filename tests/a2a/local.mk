@@ -15,6 +15,11 @@ tests_a2a_test_pack_SOURCES = tests/a2a/test_pack.c
 tests_a2a_test_pack_LDADD = $(A2A_TEST_LIBS)
 tests_a2a_test_levels_SOURCES = tests/a2a/test_levels.c
 tests_a2a_test_levels_LDADD = $(A2A_TEST_LIBS)
+# The mapped path's row copies, through the cache and streamed around it.
+check_PROGRAMS += tests/a2a/test_copy_rows
+TESTS += tests/a2a/test_copy_rows
+tests_a2a_test_copy_rows_SOURCES = tests/a2a/test_copy_rows.c
+tests_a2a_test_copy_rows_LDADD = $(A2A_TEST_LIBS)
 # Buffer sizes given through params (NSP_A2A_FIELD_BYTES), checked.
 check_PROGRAMS += tests/a2a/test_a2a_bytes
 TESTS += tests/a2a/test_a2a_bytes

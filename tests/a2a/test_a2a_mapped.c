@@ -16,10 +16,13 @@
  *    round trip frees what it allocated; ranks disagreeing on `mapped` get
  *    NSP_ERR_MISMATCH;
  *  - nsp_comm_destroy with regions still allocated frees them (the live
- *    region count, and no leak under ASan).
+ *    region count, and no leak under ASan);
+ *  - a level large enough that the in-place reads stream around the cache
+ *    (attn_sp/copy_rows.h), rows not whole cache lines: the same results.
  */
 #include "a2a_mp.h"
 #include "a2a_ref.h"
+#include "attn_sp/copy_rows.h"
 #include "attn_sp/nested_a2a.h"
 #include "transport/transport.h"
 #include "../mp.h"
@@ -30,7 +33,7 @@
 #include <string.h>
 
 enum { CASE_MAPPED = 0, CASE_PLAIN = 1, CASE_FALLBACK = 2, CASE_MEM_API = 3,
-       CASE_DESTROY = 4 };
+       CASE_DESTROY = 4, CASE_LARGE = 5 };
 
 /* One tensor: the reference buffers (malloc) and what the post uses:
  * seq [T, H, D] and head [rows, D] from nsp_mem_alloc (or malloc copies on
@@ -131,15 +134,33 @@ static nsp_status_t wait_free(nsp_request_t **req, int n)
 /* One round: a query-like and a KV-like tensor, s2h both in flight, then
  * h2s both; mapped = 0 for CASE_PLAIN; the last rank unmapped for
  * CASE_FALLBACK. Returns 0, or 1 with a note. */
-static int run_round(rank_ctx_t *c, int kind, const nsp_plan_t *plan, int round, uint64_t *rng,
-                     const a2a_plan_opts_t *o)
+/* The shape of one round's tensors: hq query heads (the KV-like one has
+ * 1), D elements of elem bytes per head, levels serial or pipelined. */
+typedef struct round_shape {
+    int    hq, D, serial;
+    size_t elem;
+} round_shape_t;
+
+static round_shape_t random_shape(uint64_t *rng, const a2a_plan_opts_t *o)
+{
+    round_shape_t sh;
+
+    sh.D      = 1 + (int)(a2a_rand(rng) % 6);
+    sh.serial = (int)(a2a_rand(rng) % 3 == 0);
+    sh.elem   = (a2a_rand(rng) % 2) ? 2 : 4;
+    sh.hq     = a2a_random_heads(rng, o);
+    return sh;
+}
+
+static int run_round(rank_ctx_t *c, int kind, const nsp_plan_t *plan, int round,
+                     round_shape_t sh)
 {
     nsp_layout_t     *lay = NULL;
     nsp_layout_info_t info;
     tensor_t          t[2];
-    int               D = 1 + (int)(a2a_rand(rng) % 6), serial = (int)(a2a_rand(rng) % 3 == 0);
-    size_t            elem = (a2a_rand(rng) % 2) ? 2 : 4;
-    int               hq = a2a_random_heads(rng, o), rc = 1, mapped = kind != CASE_PLAIN;
+    int               D = sh.D, serial = sh.serial, hq = sh.hq, rc = 1;
+    size_t            elem = sh.elem;
+    int               mapped = kind != CASE_PLAIN;
     int               unmapped = kind == CASE_FALLBACK && c->rank == c->nranks - 1;
     nsp_status_t      st;
 
@@ -228,7 +249,7 @@ static int rank_roundtrip(int rank, int nranks, void *arg)
             FAIL("plan %d: no memory", p);
         }
         for (int r = 0; r < plan->nrounds; ++r) {
-            if (run_round(&c, mc->kind, plan, r, &rng, &o) != 0) {
+            if (run_round(&c, mc->kind, plan, r, random_shape(&rng, &o)) != 0) {
                 nsp_plan_free(plan);
                 goto out;
             }
@@ -274,6 +295,40 @@ static void one_seq_plan(one_seq_plan_t *p, int nranks, int64_t len)
     p->plan.seq_lens      = &p->len;
     p->plan.nrounds       = 1;
     p->plan.rounds        = &p->round;
+}
+
+/* Levels large enough that the direct reads stream around the cache
+ * (copy_rows.h): one sequence over all ranks, 8 heads of 136 bf16
+ * elements (272-byte rows, not whole cache lines), serial and pipelined.
+ * value[0] = buffers compared, value[1] = levels read in place, value[3] =
+ * the bytes of this rank's head-sharded output. */
+static int rank_large(int rank, int nranks, void *arg)
+{
+    const mp_case_t *mc = arg;
+    rank_ctx_t       c;
+    one_seq_plan_t   op;
+    uint64_t         m0 = 0, f0 = 0, m1 = 0, f1 = 0;
+    int              rc = 1;
+
+    if (setup(&c, mc, rank, nranks) != 0) {
+        return 2;
+    }
+    one_seq_plan(&op, nranks, 4096 * (int64_t)nranks + 3); /* +3: uneven chunks */
+    nsp_a2a_mapped_counts(c.comm, &m0, &f0);
+    for (int serial = 0; serial < 2; ++serial) {
+        round_shape_t sh = {.hq = 8, .D = 136, .serial = serial, .elem = 2};
+        if (run_round(&c, mc->kind, &op.plan, 0, sh) != 0) {
+            goto out;
+        }
+    }
+    nsp_a2a_mapped_counts(c.comm, &m1, &f1);
+    mp_set_value(0, c.checks);
+    mp_set_value(1, (double)(m1 - m0));
+    mp_set_value(3, (double)((op.len / nranks) * 8 * 136 * 2)); /* <= T * h_me * row too */
+    rc = 0;
+out:
+    mp_comm_tree_free(c.comm, c.tree);
+    return rc;
 }
 
 /* The memory API's errors, on every rank alike, and a round trip. */
@@ -408,8 +463,10 @@ static void run_case(int nranks, int kind, int nplans, const char *what)
     mp_case_t   mc;
     mp_result_t res;
     double      checks = 0, mapped = 0, fell_back = 0;
+    double      out_min = 0;
     mp_fn_t     fn = kind == CASE_MEM_API ? rank_mem_api
-                   : kind == CASE_DESTROY ? rank_destroy : rank_roundtrip;
+                   : kind == CASE_DESTROY ? rank_destroy
+                   : kind == CASE_LARGE   ? rank_large : rank_roundtrip;
 
     memset(&mc, 0, sizeof(mc));
     mc.kind      = kind;
@@ -422,6 +479,7 @@ static void run_case(int nranks, int kind, int nplans, const char *what)
         checks += res.rank[r].value[0];
         mapped += res.rank[r].value[1];
         fell_back += res.rank[r].value[2];
+        out_min = r == 0 || res.rank[r].value[3] < out_min ? res.rank[r].value[3] : out_min;
     }
     if (!tap_ok(mp_all_ok(&res), "%d ranks, %s (%.1f s)", nranks, what, res.elapsed_s)) {
         mp_diag(&res);
@@ -435,6 +493,11 @@ static void run_case(int nranks, int kind, int nplans, const char *what)
         tap_ok(checks > 0 && mapped == 0 && fell_back == 0, "%d ranks, %s: %.0f buffers "
                "compared, %.0f levels read in place, %.0f fell back (want > 0, 0, 0)", nranks,
                what, checks, mapped, fell_back);
+    } else if (kind == CASE_LARGE) {
+        tap_ok(checks > 0 && mapped > 0 && out_min >= (double)nsp_copy_stream_min_bytes(),
+               "%d ranks, %s: %.0f buffers compared, %.0f levels read in place, at least %.0f "
+               "bytes out per rank (streamed from %zu)", nranks, what, checks, mapped, out_min,
+               nsp_copy_stream_min_bytes());
     } else if (kind == CASE_FALLBACK) {
         tap_ok(checks > 0 && fell_back > 0, "%d ranks, %s: %.0f buffers compared, %.0f levels "
                "read in place, %.0f fell back (want > 0, any, > 0)", nranks, what, checks,
@@ -458,6 +521,9 @@ int main(int argc, char **argv)
         run_case(n, CASE_PLAIN, 2, "the same buffers with mapped = 0: ordinary exchange");
         run_case(n, CASE_FALLBACK, n == 8 ? 3 : 4, "the last rank's buffers not from "
                  "nsp_mem_alloc: its groups fall back, results right everywhere");
+        run_case(n, CASE_LARGE, 0, "one long sequence, 272-byte rows, large enough that "
+                 "the reads stream around the cache: s2h equals the reference, h2s gives "
+                 "back the input");
     }
     if (!only || only == 2 || only == 4) {
         int n = only ? only : 4;

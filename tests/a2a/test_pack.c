@@ -11,8 +11,11 @@
  *  - moved as runs (pack.h "Runs", what alltoallv_iov_post sends), every
  *    pair's stream copied from the sender's runs of its source straight
  *    into the receiver's runs of its destination, both directions give
- *    the same results bit for bit, with no pack and no unpack.
+ *    the same results bit for bit, with no pack and no unpack;
+ *  - levels large enough that the direct self copies stream around the
+ *    cache give the same results.
  */
+#include "attn_sp/copy_rows.h"
 #include "attn_sp/layout.h"
 #include "attn_sp/pack.h"
 #include "attn_sp/replica_sum.h"
@@ -477,6 +480,62 @@ static void test_random(nsp_pack_self_t self, nsp_a2a_replicas_t replicas, int f
                replicas != NSP_A2A_REPLICAS_FIRST ? "replica sums" : "the input");
 }
 
+/* Levels large enough that the direct self copies stream around the cache
+ * (copy_rows.h): bf16 rows of 136 elements (272 bytes, not a multiple of
+ * a cache line) and of 128 (256 bytes), long sequences. Counts the levels
+ * whose output reached nsp_copy_stream_min_bytes(), so the test knows the
+ * streamed path ran. */
+static void test_large_levels(void)
+{
+    uint64_t rng = 4242;
+    int      bad = 0, rounds = 0, streamed = 0, copied = 0;
+
+    for (int it = 0; it < 4; ++it) {
+        a2a_plan_opts_t o;
+        sim_cfg_t       c;
+        nsp_plan_t     *plan;
+        memset(&o, 0, sizeof(o));
+        a2a_random_degrees(&rng, it % 2 ? 4 : 2, &o);
+        o.nrounds        = 1;
+        o.seqs_per_round = 3 + it;
+        o.max_len        = 40000;
+        memset(&c, 0, sizeof(c));
+        c.heads    = 8;
+        c.head_dim = it % 2 ? 128 : 136;
+        c.elem     = 2;
+        c.self     = NSP_PACK_SKIP_SELF;
+        c.replicas = NSP_A2A_REPLICAS_FIRST;
+        plan = a2a_random_plan(&rng, &o);
+        for (int r = 0; plan != NULL && r < plan->nrounds; ++r, ++rounds) {
+            for (int k = 0; k < plan->cluster.ranks; ++k) {
+                nsp_layout_t     *lay = NULL;
+                nsp_layout_info_t info;
+                if (nsp_layout_create(plan, r, k, &lay) != NSP_OK) {
+                    ++bad;
+                    continue;
+                }
+                nsp_layout_query(lay, &info);
+                for (int l = 1; l < info.nlevels; ++l) {
+                    nsp_layout_heads_t hs;
+                    nsp_layout_heads(lay, l, c.heads, &hs);
+                    if (nsp_copy_should_stream((size_t)hs.rows * (size_t)c.head_dim * c.elem)) {
+                        ++streamed;
+                    } else {
+                        ++copied;
+                    }
+                }
+                nsp_layout_free(lay);
+            }
+            bad += sim_round(plan, r, &c);
+        }
+        nsp_plan_free(plan);
+    }
+    tap_ok(bad == 0 && streamed > 0, "%d rounds of long sequences, rows of 256 and 272 bytes: "
+           "s2h equals the reference and h2s gives back the input with the self copies "
+           "streamed on %d levels (output >= %zu bytes) and through the cache on %d", rounds,
+           streamed, nsp_copy_stream_min_bytes(), copied);
+}
+
 static void test_counts_example(void)
 {
     /* Degree 4, one sequence of 10 tokens (chunks 3,3,2,2), H = 8, D*elem=1:
@@ -559,6 +618,7 @@ int main(void)
     test_random(NSP_PACK_WITH_SELF, NSP_A2A_REPLICAS_SUM_FP16, A2A_NUM_FP16, 10, 80, 1, 0);
     test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_FIRST, 0, 7, 150, 0, 1);
     test_random(NSP_PACK_SKIP_SELF, NSP_A2A_REPLICAS_FIRST, 1, 8, 80, 0, 1);
+    test_large_levels();
     test_sum_rounding();
     test_mode_values();
     return tap_done();
