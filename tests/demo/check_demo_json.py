@@ -32,6 +32,24 @@ def positive(obj, path):
     return v
 
 
+def check_pipelined_bound(doc, pred, ranks):
+    """rank_serial_s and rank_pipelined_lb_s: one entry per rank, and per rank the
+    least pipelined step lies between the serial step over the number of degrees
+    (a max over sums of levels) and the serial step itself."""
+    ser = need(doc, pred + ".rank_serial_s")
+    lb = need(doc, pred + ".rank_pipelined_lb_s")
+    if len(ser) != ranks or len(lb) != ranks:
+        fail(pred + ": rank_serial_s / rank_pipelined_lb_s have not %d entries" % ranks)
+    rounds = need(doc, pred.rsplit(".", 1)[0] + ".plan.rounds")
+    nlevels = len({g["size"] for r in rounds for g in r["groups"]}) or 1  # degrees
+    for g, (s, b) in enumerate(zip(ser, lb)):
+        if not (math.isfinite(s) and math.isfinite(b)):
+            fail("%s: rank %d: serial %r, pipelined bound %r not finite" % (pred, g, s, b))
+        if b > s * (1 + 1e-9) or b < s / nlevels * (1 - 1e-9):
+            fail("%s: rank %d: pipelined bound %g outside [serial / %d, serial] = [%g, %g]"
+                 % (pred, g, b, nlevels, s / nlevels, s))
+
+
 def main():
     doc = json.load(open(sys.argv[1]))
     ranks = int(sys.argv[2])
@@ -60,6 +78,7 @@ def main():
                 positive(doc, pb + ".predicted.step_s")
                 if len(need(doc, pb + ".predicted.rank_s")) != ranks:
                     fail(pb + ".predicted.rank_s has not %d entries" % ranks)
+                check_pipelined_bound(doc, pb + ".predicted", ranks)
                 for mode in ("pipelined", "serial"):
                     m = "%s.measured.%s" % (pb, mode)
                     positive(doc, m + ".wall_s")

@@ -284,6 +284,13 @@ typedef struct demo_pred {
     double rank_s[DEMO_MAX_RANKS];
     double rank_deg_comp[DEMO_MAX_RANKS][DEMO_MAX_DEGREES];
     double rank_deg_comm[DEMO_MAX_RANKS][DEMO_MAX_DEGREES];
+    /* Seconds per step and rank, from the per-level terms of each round
+     * (c_l compute, x_l exchange of level l): levels serial, sum_l (c_l +
+     * x_l); and the least a level-pipelined step can take, max(sum_l c_l,
+     * sum_l x_l, max_l (c_l + x_l)): one compute, one wire, and a level's
+     * kernel between its own exchanges (rounds add). */
+    double rank_serial_s[DEMO_MAX_RANKS];
+    double rank_pipe_lb_s[DEMO_MAX_RANKS];
 } demo_pred_t;
 
 void demo_stat(const demo_t *demo, int session, int b, int p, int m, demo_stat_t *st);

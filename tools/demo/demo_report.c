@@ -110,6 +110,32 @@ void demo_stat(const demo_t *demo, int session, int b, int p, int m, demo_stat_t
     }
 }
 
+/* One rank's predicted seconds per level slot in one round (x layers). */
+typedef struct round_levels {
+    double comp[DEMO_MAX_DEGREES];
+    double comm[DEMO_MAX_DEGREES];
+} round_levels_t;
+
+/* Add one round of rank g to its serial time and its pipelined lower bound
+ * (demo_pred_t): the compute is one resource (the device's kernels
+ * serialise), the wire another, and a level's kernel needs its inputs'
+ * exchange and precedes its outputs', so no schedule beats the longest of
+ * sum c, sum x and max (c + x). An upper bound on what pipelining the
+ * levels can give, tighter than hiding every exchange behind the whole
+ * compute. */
+static void add_round_bounds(const round_levels_t *lv, demo_pred_t *pred, int g)
+{
+    double sc = 0, sx = 0, chain = 0;
+
+    for (int k = 0; k < DEMO_MAX_DEGREES; ++k) {
+        sc += lv->comp[k];
+        sx += lv->comm[k];
+        chain = fmax(chain, lv->comp[k] + lv->comm[k]);
+    }
+    pred->rank_serial_s[g] += sc + sx;
+    pred->rank_pipe_lb_s[g] += fmax(chain, fmax(sc, sx));
+}
+
 nsp_status_t demo_predict(const demo_t *demo, int session, int b, int p, demo_pred_t *pred)
 {
     const nsp_plan_t      *plan = demo->plans[session][b][p];
@@ -117,11 +143,14 @@ nsp_status_t demo_predict(const demo_t *demo, int session, int b, int p, demo_pr
     const double           L = plan->model.layers;
     nsp_cost_t             cost;
     nsp_rank_round_cost_t *rc = malloc(sizeof(*rc) * (size_t)N);
+    round_levels_t        *lvl = malloc(sizeof(*lvl) * (size_t)N);
     double                 round_s;
     nsp_status_t           status;
 
     memset(pred, 0, sizeof(*pred));
-    if (rc == NULL) {
+    if (rc == NULL || lvl == NULL) {
+        free(rc);
+        free(lvl);
         return nsp_error(NSP_ERR_NO_MEMORY, "out of memory");
     }
     NSP_CHECK_GOTO(nsp_cost_init(&cost, &plan->model, &plan->cluster), status, out);
@@ -136,6 +165,7 @@ nsp_status_t demo_predict(const demo_t *demo, int session, int b, int p, demo_pr
             pred->rank_s[g] += L * rc[g].time_s;
         }
         /* the same formulas per group, kept per degree for the picture */
+        memset(lvl, 0, sizeof(*lvl) * (size_t)N);
         for (int gi = 0; gi < pr->ngroups; ++gi) {
             const nsp_plan_group_t *grp = &pr->groups[gi];
             const double rcf = grp->recompute ? NSP_COST_RECOMPUTE_COMP : 1.0;
@@ -151,7 +181,12 @@ nsp_status_t demo_predict(const demo_t *demo, int session, int b, int p, demo_pr
             for (int g = grp->rank0; slot >= 0 && g < grp->rank0 + grp->size; ++g) {
                 pred->rank_deg_comp[g][slot] += L * comp;
                 pred->rank_deg_comm[g][slot] += L * k;
+                lvl[g].comp[slot] += L * comp;
+                lvl[g].comm[slot] += L * k;
             }
+        }
+        for (int g = 0; g < N; ++g) {
+            add_round_bounds(&lvl[g], pred, g);
         }
     }
     pred->step_s = plan->predicted.step_s;
@@ -161,6 +196,7 @@ nsp_status_t demo_predict(const demo_t *demo, int session, int b, int p, demo_pr
     }
     status = NSP_OK;
 out:
+    free(lvl);
     free(rc);
     return status;
 }
@@ -732,6 +768,8 @@ static nsp_status_t json_session_batch(nsp_json_writer_t *w, const demo_t *demo,
         json_array(w, "rank_comm_s", pred->rank_comm, N);
         json_array(w, "rank_xcpu_s", pred->rank_xcpu, N);
         json_array(w, "rank_s", pred->rank_s, N);
+        json_array(w, "rank_serial_s", pred->rank_serial_s, N);
+        json_array(w, "rank_pipelined_lb_s", pred->rank_pipe_lb_s, N);
         nsp_json_end(w);
         nsp_json_begin_object(w, "measured", 0);
         for (int m = 0; m < DEMO_NMODES; ++m) {
