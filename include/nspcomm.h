@@ -1452,6 +1452,20 @@ nsp_status_t nsp_a2a_destroy(nsp_a2a_t *a2a);
 NSP_EXPORT
 nsp_status_t nsp_a2a_release_cache(void);
 
+/**
+ * Levels of host exchanges posted with mapped = 1 on `world` since it was
+ * created, as this rank counted them: those that read their peers' sources
+ * in place (*mapped) and those that fell back to the ordinary exchange
+ * because some rank of the level's group could not (*fell_back;
+ * docs/reference/alltoall.md, "Mapped sources"). Levels of exchanges with
+ * mapped = 0, and level 0, count in neither. Tells a caller (the tests, the
+ * Python package's Comm.a2a_mapped_counts) which path its buffers took.
+ * Local, not collective; either pointer may be NULL.
+ * Errors: NSP_ERR_INVALID_ARG (NULL world), NSP_ERR_NO_MEMORY.
+ */
+NSP_EXPORT
+nsp_status_t nsp_a2a_mapped_counts(nsp_comm_t *world, uint64_t *mapped, uint64_t *fell_back);
+
 /* ======================================================================== */
 /* 8. Ring exchange (docs/design.md §6) — libnspcomm only                          */
 /* ======================================================================== */

@@ -237,76 +237,83 @@ def candidates():
     return out
 
 
+# ---- the functions the bindings call --------------------------------------
+
+# name: (restype, argtypes), as include/nspcomm.h declares them
+# (tests/python/test_abi.py checks every one against the header's prototype).
+_STATUS_FUNCTIONS = {  # nsp_status_t (c_int) functions: their argtypes
+    "nsp_version": [P(c_int), P(c_int), P(c_int), P(ctypes.c_uint)],
+    "nsp_struct_size": [ctypes.c_char_p, P(c_size_t)],
+    "nsp_model_preset": [ctypes.c_char_p, P(Model)],
+    "nsp_cluster_preset": [ctypes.c_char_p, c_int, P(Cluster)],
+    "nsp_model_load": [ctypes.c_char_p, P(Model)],
+    "nsp_cluster_load": [ctypes.c_char_p, P(Cluster)],
+    "nsp_planner_kind_from_name": [ctypes.c_char_p, P(c_int)],
+    "nsp_plan_create": [P(Model), P(Cluster), P(c_int64), c_int, P(PlannerParams),
+                        P(P(PlanC))],
+    "nsp_plan_validate": [P(PlanC)],
+    "nsp_plan_evaluate": [P(PlanC)],
+    "nsp_plan_write_json": [P(PlanC), c_void_p],
+    "nsp_plan_read_json": [ctypes.c_char_p, P(P(PlanC))],
+    "nsp_workload_load": [ctypes.c_char_p, P(c_void_p)],
+    "nsp_workload_sample": [c_void_p, c_uint64, c_int, c_int64, c_int64, P(P(c_int64)),
+                            P(c_int)],
+    "nsp_layout_create": [P(PlanC), c_int, c_int, P(c_void_p)],
+    "nsp_layout_query": [c_void_p, P(LayoutInfo)],
+    "nsp_layout_level": [c_void_p, c_int, P(LayoutLevel)],
+    "nsp_layout_heads": [c_void_p, c_int, c_int, P(LayoutHeads)],
+    "nsp_get_unique_id": [P(UniqueId)],
+    "nsp_unique_id_to_string": [P(UniqueId), ctypes.c_char_p, c_size_t],
+    "nsp_unique_id_from_string": [ctypes.c_char_p, P(UniqueId)],
+    "nsp_comm_init_rank": [P(c_void_p), c_int, UniqueId, c_int, P(Config)],
+    "nsp_comm_init_oob": [P(c_void_p), P(OobColl), P(Config)],
+    "nsp_comm_init_env": [P(c_void_p), P(Config)],
+    "nsp_comm_from_nccl": [P(c_void_p), c_void_p, P(Config)],
+    "nsp_comm_backend": [c_void_p, P(ctypes.c_char_p)],
+    "nsp_launcher_detect": [P(ctypes.c_char_p), P(c_int), P(c_int)],
+    "nsp_comm_destroy": [c_void_p],
+    "nsp_comm_rank": [c_void_p, P(c_int)],
+    "nsp_comm_size": [c_void_p, P(c_int)],
+    "nsp_comm_barrier": [c_void_p],
+    "nsp_comm_allgather": [c_void_p, c_void_p, c_void_p, c_size_t],
+    "nsp_mem_alloc": [c_void_p, c_size_t, P(c_void_p)],
+    "nsp_mem_free": [c_void_p, c_void_p],
+    "nsp_tree_create": [c_void_p, P(c_int), c_int, P(c_void_p)],
+    "nsp_tree_destroy": [c_void_p],
+    "nsp_tree_nlevels": [c_void_p, P(c_int)],
+    "nsp_tree_degree": [c_void_p, c_int, P(c_int)],
+    "nsp_nested_attn_create": [c_void_p, c_void_p, P(NestedAttnParams), P(c_void_p)],
+    "nsp_nested_attn_fwd": [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
+                            P(c_void_p), P(NestedAttnStats)],
+    "nsp_nested_attn_bwd": [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
+                            c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
+                            P(NestedAttnStats)],
+    "nsp_nested_attn_destroy": [c_void_p],
+    "nsp_nested_attn_set_stream": [c_void_p, c_void_p],
+    "nsp_layout_head_rows": [c_void_p, c_int, P(c_int64)],
+    "nsp_a2a_post": [c_void_p, c_void_p, P(A2aParams), P(c_void_p)],
+    "nsp_a2a_mapped_counts": [c_void_p, P(c_uint64), P(c_uint64)],
+    "nsp_request_wait": [c_void_p],
+    "nsp_request_free": [c_void_p],
+}
+SIGNATURES = {name: (c_int, args) for name, args in _STATUS_FUNCTIONS.items()}
+SIGNATURES.update({
+    "nsp_last_error": (ctypes.c_char_p, []),
+    "nsp_status_string": (ctypes.c_char_p, [c_int]),
+    "nsp_plan_free": (None, [P(PlanC)]),
+    "nsp_layout_free": (None, [c_void_p]),
+    "nsp_workload_free": (None, [c_void_p]),
+    "nsp_nested_attn_saved_free": (None, [c_void_p]),
+    "nsp_workload_count": (c_size_t, [c_void_p]),
+})
+
+
 def _declare(lib):
-    """argtypes/restype of what the bindings call (all return nsp_status_t)."""
-    lib.nsp_last_error.restype = ctypes.c_char_p
-    lib.nsp_last_error.argtypes = []
-    lib.nsp_status_string.restype = ctypes.c_char_p
-    lib.nsp_status_string.argtypes = [c_int]
-    sigs = {
-        "nsp_version": [P(c_int), P(c_int), P(c_int), P(ctypes.c_uint)],
-        "nsp_struct_size": [ctypes.c_char_p, P(c_size_t)],
-        "nsp_model_preset": [ctypes.c_char_p, P(Model)],
-        "nsp_cluster_preset": [ctypes.c_char_p, c_int, P(Cluster)],
-        "nsp_model_load": [ctypes.c_char_p, P(Model)],
-        "nsp_cluster_load": [ctypes.c_char_p, P(Cluster)],
-        "nsp_planner_kind_from_name": [ctypes.c_char_p, P(c_int)],
-        "nsp_plan_create": [P(Model), P(Cluster), P(c_int64), c_int, P(PlannerParams),
-                            P(P(PlanC))],
-        "nsp_plan_validate": [P(PlanC)],
-        "nsp_plan_evaluate": [P(PlanC)],
-        "nsp_plan_write_json": [P(PlanC), c_void_p],
-        "nsp_plan_read_json": [ctypes.c_char_p, P(P(PlanC))],
-        "nsp_workload_load": [ctypes.c_char_p, P(c_void_p)],
-        "nsp_workload_sample": [c_void_p, c_uint64, c_int, c_int64, c_int64, P(P(c_int64)),
-                                P(c_int)],
-        "nsp_layout_create": [P(PlanC), c_int, c_int, P(c_void_p)],
-        "nsp_layout_query": [c_void_p, P(LayoutInfo)],
-        "nsp_layout_level": [c_void_p, c_int, P(LayoutLevel)],
-        "nsp_layout_heads": [c_void_p, c_int, c_int, P(LayoutHeads)],
-        "nsp_get_unique_id": [P(UniqueId)],
-        "nsp_unique_id_to_string": [P(UniqueId), ctypes.c_char_p, c_size_t],
-        "nsp_unique_id_from_string": [ctypes.c_char_p, P(UniqueId)],
-        "nsp_comm_init_rank": [P(c_void_p), c_int, UniqueId, c_int, P(Config)],
-        "nsp_comm_init_oob": [P(c_void_p), P(OobColl), P(Config)],
-        "nsp_comm_init_env": [P(c_void_p), P(Config)],
-        "nsp_comm_from_nccl": [P(c_void_p), c_void_p, P(Config)],
-        "nsp_comm_backend": [c_void_p, P(ctypes.c_char_p)],
-        "nsp_launcher_detect": [P(ctypes.c_char_p), P(c_int), P(c_int)],
-        "nsp_comm_destroy": [c_void_p],
-        "nsp_comm_rank": [c_void_p, P(c_int)],
-        "nsp_comm_size": [c_void_p, P(c_int)],
-        "nsp_comm_barrier": [c_void_p],
-        "nsp_comm_allgather": [c_void_p, c_void_p, c_void_p, c_size_t],
-        "nsp_tree_create": [c_void_p, P(c_int), c_int, P(c_void_p)],
-        "nsp_tree_destroy": [c_void_p],
-        "nsp_tree_nlevels": [c_void_p, P(c_int)],
-        "nsp_tree_degree": [c_void_p, c_int, P(c_int)],
-        "nsp_nested_attn_create": [c_void_p, c_void_p, P(NestedAttnParams), P(c_void_p)],
-        "nsp_nested_attn_fwd": [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
-                                P(c_void_p), P(NestedAttnStats)],
-        "nsp_nested_attn_bwd": [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
-                                c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
-                                P(NestedAttnStats)],
-        "nsp_nested_attn_destroy": [c_void_p],
-        "nsp_nested_attn_set_stream": [c_void_p, c_void_p],
-        "nsp_layout_head_rows": [c_void_p, c_int, P(c_int64)],
-        "nsp_a2a_post": [c_void_p, c_void_p, P(A2aParams), P(c_void_p)],
-        "nsp_request_wait": [c_void_p],
-        "nsp_request_free": [c_void_p],
-    }
-    for name, args in sigs.items():
+    """argtypes/restype of every function the bindings call (SIGNATURES)."""
+    for name, (restype, args) in SIGNATURES.items():
         fn = getattr(lib, name)
         fn.argtypes = args
-        fn.restype = c_int
-    for name, args in {"nsp_plan_free": [P(PlanC)], "nsp_layout_free": [c_void_p],
-                       "nsp_workload_free": [c_void_p],
-                       "nsp_nested_attn_saved_free": [c_void_p]}.items():
-        fn = getattr(lib, name)
-        fn.argtypes = args
-        fn.restype = None
-    lib.nsp_workload_count.argtypes = [c_void_p]
-    lib.nsp_workload_count.restype = c_size_t
+        fn.restype = restype
 
 
 def _check_abi(lib, path):

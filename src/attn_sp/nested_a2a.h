@@ -103,12 +103,4 @@ nsp_status_t nsp_a2a_open(nsp_a2a_t *a2a, int level);
  */
 nsp_status_t nsp_a2a_level_open(nsp_request_t *req);
 
-/**
- * Levels of host exchanges with mapped = 1 on `world` since it was created
- * that read their peers' sources in place (*mapped) and that fell back to
- * the exchange because some rank of the group could not (*fell_back): what
- * tests check. Either pointer may be NULL.
- */
-nsp_status_t nsp_a2a_mapped_counts(nsp_comm_t *world, uint64_t *mapped, uint64_t *fell_back);
-
 #endif /* NSP_ATTN_SP_NESTED_A2A_H_ */

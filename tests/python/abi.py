@@ -13,8 +13,17 @@ header's text (what a mirror could miss: a field the bindings never name
 has no offsetof to print).
 
 problems(): every difference, in words.
+
+header_prototypes() / prototype_problems(): every function the bindings
+declare (nspcomm._lib.SIGNATURES: restype, argtypes) against its NSP_EXPORT
+prototype in the header's text: the same number of parameters, and each
+parameter and the return type passed the way C declares it (a scalar as
+its ctypes type, an enum as c_int, a struct by value as its mirror, a
+pointer as c_void_p, c_char_p for char * or a POINTER to what it points
+to).
 """
 
+import ctypes
 import json
 import os
 import re
@@ -156,3 +165,86 @@ def problems(mirrors, constants, status_names, seen, fields, families):
 def _sizeof(mirror):
     import ctypes
     return ctypes.sizeof(mirror)
+
+
+# C scalar types and the ctypes type that passes each.
+_SCALARS = {"int": ctypes.c_int, "unsigned": ctypes.c_uint, "unsigned int": ctypes.c_uint,
+            "size_t": ctypes.c_size_t, "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
+            "uint32_t": ctypes.c_uint32, "double": ctypes.c_double, "float": ctypes.c_float,
+            "char": ctypes.c_char}
+
+
+def _c_type(decl, named):
+    """(base type, pointer depth) of one declaration ("const nsp_plan_t *plan"
+    -> ("nsp_plan_t", 1)); named: the last word is the parameter's name."""
+    depth = decl.count("*") + decl.count("[")
+    words = [w for w in re.findall(r"[A-Za-z_]\w*", re.sub(r"\[[^\]]*\]", "", decl))
+             if w not in ("const", "struct", "enum")]
+    if named and len(words) > 1:
+        words = words[:-1]
+    return " ".join(words), depth
+
+
+def header_prototypes(path=HEADER):
+    """{name: ((return base, depth), [(parameter base, depth), ...])} of every
+    NSP_EXPORT function of the header."""
+    text = _strip_comments(open(path).read())
+    out = {}
+    for ret, name, params in re.findall(
+            r"NSP_EXPORT\s+([^;{}]*?)\b(nsp_\w+)\s*\(((?:[^()]|\([^()]*\))*)\)\s*;", text):
+        plist = [] if params.strip() in ("", "void") else [_c_type(p, True)
+                                                          for p in params.split(",")]
+        out[name] = (_c_type(ret, False), plist)
+    return out
+
+
+def header_enum_types(path=HEADER):
+    """The typedef names of the header's enums (passed as c_int)."""
+    text = _strip_comments(open(path).read())
+    return set(re.findall(r"typedef\s+enum\s*\w*\s*\{[^}]*\}\s*(\w+)\s*;", text))
+
+
+def _passes(ct, base, depth, mirrors, enums):
+    """Does ctypes type `ct` pass a C value of (base, depth)?"""
+    if depth == 0:
+        if base == "void":
+            return ct is None
+        if base in mirrors:
+            return ct is mirrors[base]
+        if base in enums:
+            return ct is ctypes.c_int
+        return ct is not None and _SCALARS.get(base) is ct
+    if ct is ctypes.c_void_p:
+        return True  # any pointer: opaque handles, buffers, FILE *
+    if ct is ctypes.c_char_p:
+        return base == "char" and depth == 1
+    if isinstance(ct, type) and issubclass(ct, ctypes._Pointer):
+        return _passes(ct._type_, base, depth - 1, mirrors, enums)
+    return False
+
+
+def _spell(base, depth):
+    return base + " " + "*" * depth if depth else base
+
+
+def prototype_problems(signatures, prototypes, mirrors, enums):
+    """Every way `signatures` ({name: (restype, argtypes)}) differ from the
+    header's `prototypes` (header_prototypes()), in words ([] if none)."""
+    out = []
+    for name, (restype, args) in sorted(signatures.items()):
+        if name not in prototypes:
+            out.append("%s: no NSP_EXPORT function of that name in the header" % name)
+            continue
+        (rbase, rdepth), params = prototypes[name]
+        if not _passes(restype, rbase, rdepth, mirrors, enums):
+            out.append("%s: returns %s in C, restype %s in the bindings" % (
+                name, _spell(rbase, rdepth), getattr(restype, "__name__", restype)))
+        if len(args) != len(params):
+            out.append("%s: %d parameters in C, %d argtypes in the bindings" % (
+                name, len(params), len(args)))
+            continue
+        for k, (ct, (base, depth)) in enumerate(zip(args, params), 1):
+            if not _passes(ct, base, depth, mirrors, enums):
+                out.append("%s parameter %d: %s in C, %s in the bindings" % (
+                    name, k, _spell(base, depth), getattr(ct, "__name__", ct)))
+    return out

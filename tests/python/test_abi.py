@@ -5,7 +5,8 @@ every constant's value and the status list (abi.py); the header's text
 gives every struct's field names and the enum families' members. Any
 difference fails, and so does a field moved in a mirror (tested by moving
 one). Needs a C compiler ($CC or cc), as the build does; the library is
-not loaded."""
+not loaded. The functions the bindings call are checked against the
+header's prototypes likewise (parameter count and types, return type)."""
 
 import ctypes
 import os
@@ -81,3 +82,36 @@ def test_a_changed_constant_a_missing_flag_and_an_unknown_name_fail(seen, header
     assert found == ["attention dtypes: the bindings lack ['NSP_ATTN_FP16']"], found
     with pytest.raises(AssertionError, match="does not compile"):
         abi.probe({}, {"NSP_NO_SUCH_FLAG": 1})
+
+
+def test_prototypes_match_the_header():
+    """Every function the bindings declare (SIGNATURES) against its NSP_EXPORT
+    prototype: parameter count, each parameter's and the return's type."""
+    protos, enums = abi.header_prototypes(), abi.header_enum_types()
+    found = abi.prototype_problems(_lib.SIGNATURES, protos, _lib.MIRRORS, enums)
+    assert found == [], "\n".join(found)
+    assert len(protos) >= 90 and len(_lib.SIGNATURES) >= 50, (len(protos), len(_lib.SIGNATURES))
+    assert protos["nsp_mem_alloc"] == (("nsp_status_t", 0), [("nsp_comm_t", 1), ("size_t", 0),
+                                                             ("void", 2)])
+    assert {"nsp_status_t", "nsp_a2a_dir_t", "nsp_planner_kind_t"} <= enums
+
+
+def test_a_changed_prototype_fails():
+    """A wrong parameter type, a missing parameter, a wrong return type and
+    an unknown function are each found."""
+    protos, enums = abi.header_prototypes(), abi.header_enum_types()
+    c = ctypes
+    sigs = dict(_lib.SIGNATURES)
+    sigs["nsp_mem_alloc"] = (c.c_int, [c.c_void_p, c.c_int, c.POINTER(c.c_void_p)])
+    sigs["nsp_mem_free"] = (c.c_int, [c.c_void_p])
+    sigs["nsp_a2a_mapped_counts"] = (c.c_int, [c.c_void_p, c.POINTER(c.c_double),
+                                               c.POINTER(c.c_uint64)])
+    sigs["nsp_workload_count"] = (c.c_int, [c.c_void_p])
+    sigs["nsp_no_such_function"] = (c.c_int, [])
+    found = abi.prototype_problems(sigs, protos, _lib.MIRRORS, enums)
+    assert found == [
+        "nsp_a2a_mapped_counts parameter 2: uint64_t * in C, LP_c_double in the bindings",
+        "nsp_mem_alloc parameter 2: size_t in C, c_int in the bindings",
+        "nsp_mem_free: 2 parameters in C, 1 argtypes in the bindings",
+        "nsp_no_such_function: no NSP_EXPORT function of that name in the header",
+        "nsp_workload_count: returns size_t in C, restype c_int in the bindings"], found

@@ -15,6 +15,7 @@ largest |reference| of the tensor (lse: to max(1, |lse|); others floored at 0.1,
 
 import functools
 import json
+import math
 import os
 import random
 import subprocess
@@ -422,3 +423,121 @@ def test_launcher_detect():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(env, RANK="2", WORLD_SIZE="8")).stdout
     assert "('torchrun', 2, 8)" in out, out
+
+
+# ---- mapped host memory (Comm.empty) and the all-to-all ----------------------
+
+def mem_plan():
+    """4 ranks, Ulysses groups only (8 heads: 2 or 4 per rank): a degree-4
+    level with one sequence (moved as one part) and with several, degree-2
+    levels of several small sequences, level-0 sequences, and a round where
+    rank 3 holds no token (a 2-token sequence over 4 ranks: its source is
+    empty, and still a region)."""
+    lens = [300, 40, 25, 3, 90, 7, 120, 64, 33, 5, 2, 50, 4]
+    rounds = [[(0, 4, [0], 1), (0, 2, [1, 2, 3], 1), (2, 2, [4], 1), (2, 1, [5], 1)],
+              [(0, 4, [6, 7], 1), (0, 2, [8], 1), (2, 1, [9], 1)],
+              [(0, 4, [10], 1), (0, 2, [11], 1), (2, 1, [12], 1)]]
+    return plans.plan_json(4, lens, rounds)
+
+
+@functools.lru_cache(maxsize=None)
+def mem_suite():
+    """One 4-rank world for the mapped-memory cases (cases_mem.py); the
+    last case destroys it."""
+    tmp = tempfile.mkdtemp(prefix="nsp_mem_")
+    path = os.path.join(tmp, "mem.json")
+    with open(path, "w") as f:
+        f.write(mem_plan())
+    cases = [["empty", "mem_empty", {}], ["a2a", "mem_a2a", {"plan": path}],
+             ["free", "mem_free", {}]]
+    t0 = time.time()
+    res = mp.run(4, cases, timeout=300, nsp_timeout=KILL_TIMEOUT)
+    print("4 ranks (mapped memory): %.1f s" % (time.time() - t0))
+    return res
+
+
+def mem_part(name):
+    out = []
+    for r, res in enumerate(mem_suite()):
+        assert name in res, "rank %d has no result for %s: %s" % (r, name, str(res)[-2000:])
+        assert not (isinstance(res[name], dict) and "trace" in res[name]), (r, res[name])
+        out.append(res[name])
+    return out
+
+
+def test_comm_empty_is_a_cpu_tensor_over_its_region():
+    """Shape, dtype, CPU, contiguous; its first byte is the region's (page
+    aligned, numel * element_size bytes, at least 1): bytes written there
+    show in the tensor and the tensor's writes land there; a view is the
+    same region, a copy none; free() ends it."""
+    import cases_mem
+    for r, recs in enumerate(mem_part("empty")):
+        specs = cases_mem._specs(r)
+        assert len(recs) == len(specs) + 2, recs
+        for (shape, dtype), x in zip(specs, recs):
+            assert x["shape"] == list(shape) and x["dtype"] == str(dtype), (r, x)
+            assert x["device"] == "cpu" and x["contiguous"], (r, x)
+            assert x["region"] is not None and x["region"][0] == x["address"], (r, x)
+            assert x["region"][0] % 4096 == 0 and x["region"][1] == x["want_bytes"], (r, x)
+            if math.prod(shape):
+                assert x["data_ptr"] == x["address"], (r, x)
+                assert x["reads_region"] and x["writes_region"], (r, x)
+        assert recs[-2] == {"view_region": True, "copy_region": None}, recs[-2]
+        assert recs[-1] == {"after_free": [None] * len(specs)}, recs[-1]
+
+
+def test_all_to_all_reads_comm_empty_sources_in_place():
+    """Every round, float32 and bfloat16, both directions: Comm.empty sources
+    give exactly the ordinary exchange's result and the independent
+    head-sharded reference, and every level of degree > 1 read the peers'
+    sources in place (the library's counters; none fell back), the rank
+    holding no token included; plain sources, and mapped=False on a region,
+    take the ordinary path (counters unchanged)."""
+    res = mem_part("a2a")
+    seen_empty = False
+    for r, recs in enumerate(res):
+        for x in recs[:-1]:
+            where = "rank %d round %d %s" % (r, x["round"], x["dtype"])
+            for key in ("s2h_equal", "s2h_ref", "h2s_equal", "h2s_plain_equal", "off_equal"):
+                assert x[key] is True, (where, key, x)
+            assert x["levels"] >= 1, (where, x)
+            assert x["s2h_counts"] == [x["levels"], 0], (where, x)
+            assert x["h2s_counts"] == [x["levels"], 0], (where, x)
+            assert x["plain_counts"] == [0, 0] and x["off_counts"] == [0, 0], (where, x)
+            seen_empty = seen_empty or x["tokens"] == 0
+    assert seen_empty, "no rank of the plan held zero tokens"
+
+
+def test_all_to_all_mapped_true_and_mixed_sources():
+    """mapped=True with a plain tensor is a ValueError before C (the world
+    goes on); ranks whose automatic choice differs get NSP_ERR_MISMATCH on
+    every rank; neither moves the counters."""
+    for r, recs in enumerate(mem_part("a2a")):
+        x = recs[-1]
+        assert x["forced"].startswith("ValueError") and "Comm.empty" in x["forced"], (r, x)
+        assert x["mixed"].startswith("NspError") and "NSP_ERR_MISMATCH" in x["mixed"], (r, x)
+        assert x["after_counts"] == [0, 0] and x["after_works"] is True, (r, x)
+
+
+def test_comm_free_errors_and_destroy_with_regions_left():
+    """free() of a foreign tensor, of a copy, twice, of a non-tensor: clear
+    errors; one rank's foreign tensor raises on every rank and frees
+    nothing (the others' NspError names it), and so does one rank's bad
+    empty() shape; destroy() with a region left is fine (the library frees
+    it), and free() afterwards says the world is gone."""
+    for r, x in enumerate(mem_part("free")):
+        assert x["foreign"].startswith("ValueError") and "not a region" in x["foreign"], x
+        assert x["copy"].startswith("ValueError") and "not a region" in x["copy"], x
+        assert x["double"].startswith("ValueError") and "already freed" in x["double"], x
+        assert x["not_a_tensor"].startswith("TypeError"), x
+        assert x["kept"] is True, (r, x)
+        if r == 1:
+            assert x["one_foreign"].startswith("ValueError"), x
+            assert x["bad_shape"].startswith("ValueError") and "negative" in x["bad_shape"], x
+        else:
+            for key in ("one_foreign", "bad_shape"):
+                assert x[key].startswith("NspError") and "NSP_ERR_INVALID_ARG" in x[key], (r, x)
+                assert "rank 1" in x[key], (r, key, x[key])
+        assert x["destroy"] == "no exception", (r, x)
+        assert x["free_after_destroy"].startswith("ValueError") and "destroyed" in \
+            x["free_after_destroy"], (r, x)

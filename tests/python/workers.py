@@ -3,7 +3,8 @@
 Each case writes its JSON result to OUT; an exception is written as
 {"raised": class name, "message": text, "elapsed": s}. The cases of the
 op's contract (opcheck, torch.compile, checkpoint) are in cases_op.py, those
-of the device path on a CUDA stand-in in cases_device.py."""
+of the device path on a CUDA stand-in in cases_device.py, those of mapped
+host memory (Comm.empty) in cases_mem.py."""
 
 import json
 import os
@@ -209,12 +210,13 @@ def case_determinism(comm, args):
 
 def find_case(case):
     """case_<case> of this file or of the case modules (cases_op.py,
-    cases_device.py), imported on first use (torch.compile is slow to load)."""
+    cases_device.py, cases_mem.py), imported on first use (torch.compile
+    is slow to load)."""
     fn = globals().get("case_" + case)
     if fn is not None:
         return fn
     import importlib
-    for mod in ("cases_op", "cases_device"):
+    for mod in ("cases_mem", "cases_op", "cases_device"):
         fn = getattr(importlib.import_module(mod), "case_" + case, None)
         if fn is not None:
             return fn
