@@ -790,8 +790,10 @@ nsp_status_t nsp_mem_alloc(nsp_comm_t *comm, size_t bytes, void **ptr);
  * reads or writes it has completed on every rank. NULL, a pointer that
  * nsp_mem_alloc() did not return (or already freed), or ranks naming
  * different calls: NSP_ERR_INVALID_ARG on every rank, and nothing is freed.
- * Errors: also NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED (the region is freed
- * here anyway), NSP_ERR_UNSUPPORTED (nccl).
+ * Errors: also NSP_ERR_TIMEOUT, NSP_ERR_PEER_FAILED (when the ranks had
+ * already agreed on the region it is freed here anyway; when they could not
+ * agree, nothing is freed here and nsp_comm_destroy() frees it),
+ * NSP_ERR_UNSUPPORTED (nccl).
  */
 NSP_EXPORT
 nsp_status_t nsp_mem_free(nsp_comm_t *comm, void *ptr);
