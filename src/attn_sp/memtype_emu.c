@@ -135,7 +135,8 @@ enum { OP_PACK_S2H, OP_UNPACK_S2H, OP_PACK_H2S, OP_UNPACK_H2S, OP_COPY_SELF, OP_
 
 /* One host pack or reduce op, its arguments copied at enqueue (the buffers
  * and count arrays are borrowed: the engine keeps them until the stream
- * ran the op). Freed by the op when it runs. */
+ * ran the op). Freed by the op when it runs, by hop_drop when the device
+ * drops it. */
 typedef struct emu_hop {
     int                op;
     void              *tables;
@@ -209,6 +210,18 @@ static nsp_status_t hop_run(void *arg)
     return status;
 }
 
+/* A hop the device dropped (after a sticky error, or a cancel): a release
+ * still releases (its tables are host memory), the rest is just freed. */
+static void hop_drop(void *arg)
+{
+    emu_hop_t *h = arg;
+
+    if (h->op == OP_RELEASE) {
+        (void)hop_run_pack(h);
+    }
+    free(h);
+}
+
 /* Enqueue *proto on `stream` (the emulated device's). */
 static nsp_status_t hop_enqueue(const emu_hop_t *proto, void *stream)
 {
@@ -219,7 +232,7 @@ static nsp_status_t hop_enqueue(const emu_hop_t *proto, void *stream)
         return nsp_error(NSP_ERR_NO_MEMORY, "%s: no memory for a stream op", EMU_MT_WHAT);
     }
     *h     = *proto;
-    status = nsp_emu_launch_host_op(stream, hop_run, h);
+    status = nsp_emu_launch_host_op_owned(stream, hop_run, hop_drop, h);
     if (status != NSP_OK) {
         free(h);
     }
@@ -442,7 +455,8 @@ static nsp_status_t emu_launch(const emu_kernel_t *k, const nsp_attn_batch_t *b,
         status = nsp_emu_stream_set_tag(stream, NSP_EMU_KERNEL_TAG(b->level, bwd));
     }
     if (status == NSP_OK) {
-        status = nsp_emu_launch_timed(stream, seconds, c != NULL ? emu_call_run : NULL, c);
+        status = nsp_emu_launch_timed_owned(stream, seconds, c != NULL ? emu_call_run : NULL,
+                                            free, c);
     }
     if (status != NSP_OK) {
         free(c);

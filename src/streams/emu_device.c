@@ -106,6 +106,22 @@ static nsp_status_t emu_dropping(const nsp_emu_device_t *dev)
     return dev->cancel ? NSP_ERR_TIMEOUT : dev->error;
 }
 
+/* An op whose function will not run: its drop(arg) in its place, outside
+ * the lock (it frees what the op owned). */
+static void emu_drop_payload(nsp_emu_device_t *dev, emu_op_t *op)
+{
+    void *arg;
+
+    if (op->drop == NULL) {
+        return;
+    }
+    arg = op->kind == NSP_EMU_OP_KERNEL ? op->u.kernel.arg : op->u.host.arg;
+    pthread_mutex_unlock(&dev->lock);
+    op->drop(arg);
+    pthread_mutex_lock(&dev->lock);
+    op->drop = NULL; /* once */
+}
+
 static nsp_status_t emu_run_kernel(emu_stream_t *s, emu_op_t *op)
 {
     nsp_emu_device_t *dev = s->dev;
@@ -119,8 +135,10 @@ static nsp_status_t emu_run_kernel(emu_stream_t *s, emu_op_t *op)
     }
     s->want_compute = 0;
     if (emu_dropping(dev) != NSP_OK) {
+        status = emu_dropping(dev);
         pthread_cond_broadcast(&dev->changed); /* the next in line may go */
-        return emu_dropping(dev);
+        emu_drop_payload(dev, op);
+        return status;
     }
     dev->compute_busy++;
     op->t_start = nsp_emu_now();
@@ -128,6 +146,7 @@ static nsp_status_t emu_run_kernel(emu_stream_t *s, emu_op_t *op)
         pthread_mutex_unlock(&dev->lock);
         status = op->u.kernel.fn(op->u.kernel.arg);
         pthread_mutex_lock(&dev->lock);
+        op->drop = NULL; /* fn ran: it owned arg */
     }
     /* Hold the compute for the time asked (cut short by a cancel). */
     deadline = op->t_start + op->u.kernel.seconds;
@@ -138,6 +157,7 @@ static nsp_status_t emu_run_kernel(emu_stream_t *s, emu_op_t *op)
     dev->stats.kernels++;
     dev->stats.kernel_busy_s += nsp_emu_now() - op->t_start;
     pthread_cond_broadcast(&dev->changed);
+    emu_drop_payload(dev, op); /* timing mode: fn never ran */
     if (status != NSP_OK) {
         emu_set_error(dev, s, status, "timed kernel");
     }
@@ -189,7 +209,9 @@ static nsp_status_t emu_run(emu_stream_t *s, emu_op_t *op)
         return emu_dropping(dev);
     }
     if (emu_dropping(dev) != NSP_OK) {
-        return emu_dropping(dev);
+        status = emu_dropping(dev);
+        emu_drop_payload(dev, op); /* kernels and host ops only have one */
+        return status;
     }
     if (op->kind == NSP_EMU_OP_KERNEL) {
         return emu_run_kernel(s, op);

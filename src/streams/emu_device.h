@@ -221,6 +221,14 @@ nsp_status_t nsp_emu_launch_host(void *stream, nsp_emu_host_fn_t fn, void *arg);
  *  nsp_emu_launch_host. */
 nsp_status_t nsp_emu_launch_host_op(void *stream, nsp_emu_kernel_fn_t fn, void *arg);
 
+/** nsp_emu_launch_host_op for an `arg` the op owns (fn frees it): when the
+ *  op is dropped instead of run (a sticky error, a cancel at destroy),
+ *  drop(arg) runs on the stream's thread in its place, so nothing leaks.
+ *  drop may be NULL (nothing to free). When the launch itself fails the
+ *  caller still owns arg. Errors: as nsp_emu_launch_host. */
+nsp_status_t nsp_emu_launch_host_op_owned(void *stream, nsp_emu_kernel_fn_t fn,
+                                          nsp_emu_host_fn_t drop, void *arg);
+
 /** The device of a live stream or event, or NULL when it is not one (the
  *  devops entries map a NULL stream to that device's default stream). */
 nsp_emu_device_t *nsp_emu_stream_device(void *stream);
@@ -235,6 +243,13 @@ nsp_emu_device_t *nsp_emu_event_device(void *ev);
  */
 nsp_status_t nsp_emu_launch_timed(void *stream, double seconds, nsp_emu_kernel_fn_t fn,
                                   void *arg);
+
+/** nsp_emu_launch_timed for an `arg` the op owns: drop(arg) (may be NULL)
+ *  runs on the stream's thread whenever fn(arg) does not (timing mode, or
+ *  the kernel dropped), after the kernel's hold. When the launch itself
+ *  fails the caller still owns arg. Errors: as nsp_emu_launch_timed. */
+nsp_status_t nsp_emu_launch_timed_owned(void *stream, double seconds, nsp_emu_kernel_fn_t fn,
+                                        nsp_emu_host_fn_t drop, void *arg);
 
 /* ---- trace, tags, counters ------------------------------------------------ */
 

@@ -257,7 +257,8 @@ nsp_status_t nsp_emu_launch_host(void *stream, nsp_emu_host_fn_t fn, void *arg)
     return emu_submit(stream, op, "nsp_emu_launch_host", 1);
 }
 
-nsp_status_t nsp_emu_launch_host_op(void *stream, nsp_emu_kernel_fn_t fn, void *arg)
+nsp_status_t nsp_emu_launch_host_op_owned(void *stream, nsp_emu_kernel_fn_t fn,
+                                          nsp_emu_host_fn_t drop, void *arg)
 {
     emu_op_t *op;
 
@@ -268,8 +269,14 @@ nsp_status_t nsp_emu_launch_host_op(void *stream, nsp_emu_kernel_fn_t fn, void *
     if (op != NULL) {
         op->u.host.op  = fn;
         op->u.host.arg = arg;
+        op->drop       = drop;
     }
     return emu_submit(stream, op, "nsp_emu_launch_host_op", 1);
+}
+
+nsp_status_t nsp_emu_launch_host_op(void *stream, nsp_emu_kernel_fn_t fn, void *arg)
+{
+    return nsp_emu_launch_host_op_owned(stream, fn, NULL, arg);
 }
 
 nsp_emu_device_t *nsp_emu_stream_device(void *stream)
@@ -286,8 +293,8 @@ nsp_emu_device_t *nsp_emu_event_device(void *ev)
     return e != NULL && e->magic == EMU_MAGIC_EVENT ? e->dev : NULL;
 }
 
-nsp_status_t nsp_emu_launch_timed(void *stream, double seconds, nsp_emu_kernel_fn_t fn,
-                                  void *arg)
+nsp_status_t nsp_emu_launch_timed_owned(void *stream, double seconds, nsp_emu_kernel_fn_t fn,
+                                        nsp_emu_host_fn_t drop, void *arg)
 {
     emu_op_t *op;
 
@@ -300,6 +307,13 @@ nsp_status_t nsp_emu_launch_timed(void *stream, double seconds, nsp_emu_kernel_f
         op->u.kernel.seconds = seconds;
         op->u.kernel.fn      = fn;
         op->u.kernel.arg     = arg;
+        op->drop             = drop;
     }
     return emu_submit(stream, op, "nsp_emu_launch_timed", 1);
+}
+
+nsp_status_t nsp_emu_launch_timed(void *stream, double seconds, nsp_emu_kernel_fn_t fn,
+                                  void *arg)
+{
+    return nsp_emu_launch_timed_owned(stream, seconds, fn, NULL, arg);
 }

@@ -34,6 +34,7 @@ typedef struct emu_op {
     nsp_emu_op_kind_t kind;
     uint64_t          seq, tag;
     double            t_enqueue, t_start;
+    nsp_emu_host_fn_t drop; /* kernels, host ops: drop(arg) when fn(arg) does not run */
     union {
         struct {
             double              seconds;

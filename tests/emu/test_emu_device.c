@@ -18,6 +18,9 @@
  *   memory    copies, 256-byte alignment, stream-ordered frees
  *   errors    bad handles and arguments; a failed kernel is sticky: later
  *             work is dropped and refused, queries and syncs report it
+ *   owned     an op that owns its argument: drop(arg) runs in place of a
+ *             function that does not (timing mode, a sticky error, a cancel
+ *             at destroy), never after one that ran, so nothing leaks
  *   destroy   with work pending it drains; past the drain timeout it
  *             cancels (a long kernel cut short, a waiting op dropped) and
  *             says NSP_ERR_TIMEOUT, quickly
@@ -625,6 +628,99 @@ static void test_sticky_error(void)
     gate_destroy(&gate);
 }
 
+/* ---- ops that own their argument ------------------------------------------------------- */
+
+/* What an owned argument saw: its function ran, or its drop (atomics: the
+ * stream's thread writes, the test reads after a sync or destroy). */
+typedef struct owned {
+    int ran, dropped;
+} owned_t;
+
+static nsp_status_t owned_run(void *arg)
+{
+    __atomic_add_fetch(&((owned_t *)arg)->ran, 1, __ATOMIC_SEQ_CST);
+    return NSP_OK;
+}
+
+static void owned_drop(void *arg)
+{
+    __atomic_add_fetch(&((owned_t *)arg)->dropped, 1, __ATOMIC_SEQ_CST);
+}
+
+static int owned_get(const int *v)
+{
+    return __atomic_load_n(v, __ATOMIC_SEQ_CST);
+}
+
+/* Run or drop, each exactly once, in every way an op can end. */
+static void test_owned(void)
+{
+    owned_t           timing = {0, 0}, math = {0, 0}, host = {0, 0};
+    owned_t           k_after = {0, 0}, h_after = {0, 0}, k_cancel = {0, 0};
+    nsp_emu_device_t *dev;
+    void             *a = NULL, *b = NULL;
+    gate_t            gate;
+
+    for (int m = 0; m < 2; ++m) { /* timing mode drops, math mode runs */
+        owned_t *o = m ? &math : &timing;
+        dev = device(m, 1, 0, 30);
+        if (dev == NULL) {
+            tap_ok(0, "device");
+            continue;
+        }
+        nsp_emu_launch_timed_owned(nsp_emu_default_stream(dev), 0.0, owned_run, owned_drop, o);
+        if (m) {
+            nsp_emu_launch_host_op_owned(nsp_emu_default_stream(dev), owned_run, owned_drop,
+                                         &host);
+        }
+        nsp_emu_stream_sync(nsp_emu_default_stream(dev));
+        nsp_emu_device_destroy(dev);
+    }
+    tap_ok(timing.ran == 0 && timing.dropped == 1, "timing mode: an owned kernel's drop ran in "
+           "place of its function (ran %d, dropped %d)", timing.ran, timing.dropped);
+    tap_ok(math.ran == 1 && math.dropped == 0, "math mode: its function ran, the drop did not "
+           "(ran %d, dropped %d)", math.ran, math.dropped);
+    tap_ok(host.ran == 1 && host.dropped == 0, "an owned host op that ran: no drop (ran %d, "
+           "dropped %d)", host.ran, host.dropped);
+
+    /* a sticky error: what was queued behind it is dropped, drops run */
+    dev = device(1, 1, 0, 30);
+    gate_init(&gate);
+    if (dev == NULL || nsp_emu_stream_create(dev, 0, &a) != NSP_OK ||
+        nsp_emu_stream_create(dev, 0, &b) != NSP_OK) {
+        tap_ok(0, "device (math mode), two streams");
+    } else {
+        nsp_emu_launch_host(b, gate_fn, &gate); /* b blocked while a's kernel fails */
+        nsp_emu_launch_timed_owned(b, 0.0, owned_run, owned_drop, &k_after);
+        nsp_emu_launch_host_op_owned(b, owned_run, owned_drop, &h_after);
+        nsp_emu_launch_timed(a, 0.0, fail_fn, NULL);
+        nsp_emu_stream_sync(a);
+        gate_open(&gate);
+        tap_is_int(nsp_emu_stream_sync(b), NSP_ERR_INVALID_ARG, "after a failed kernel the "
+                   "owned ops behind it are dropped");
+        tap_ok(owned_get(&k_after.ran) == 0 && owned_get(&k_after.dropped) == 1 &&
+               owned_get(&h_after.ran) == 0 && owned_get(&h_after.dropped) == 1,
+               "and their drops ran once each, the functions never (kernel %d/%d, host op "
+               "%d/%d)", k_after.ran, k_after.dropped, h_after.ran, h_after.dropped);
+    }
+    nsp_emu_device_destroy(dev);
+    gate_destroy(&gate);
+
+    /* a cancel at destroy: the owned kernel behind a 30 s one is dropped */
+    dev = device(1, 1, 0, 0.2);
+    if (dev == NULL) {
+        tap_ok(0, "device (drain timeout 0.2 s)");
+        return;
+    }
+    nsp_emu_launch_timed(nsp_emu_default_stream(dev), 30.0, NULL, NULL);
+    nsp_emu_launch_timed_owned(nsp_emu_default_stream(dev), 0.0, owned_run, owned_drop,
+                               &k_cancel);
+    tap_is_int(nsp_emu_device_destroy(dev), NSP_ERR_TIMEOUT, "destroy past the drain timeout "
+               "cancels");
+    tap_ok(k_cancel.ran == 0 && k_cancel.dropped == 1, "the owned kernel it dropped had its "
+           "drop run (ran %d, dropped %d)", k_cancel.ran, k_cancel.dropped);
+}
+
 /* ---- destroy with work pending ----------------------------------------------------------- */
 
 static void test_destroy_drains(void)
@@ -806,6 +902,7 @@ int main(void)
     test_bad_arguments();
     test_destroyed_stream();
     test_sticky_error();
+    test_owned();
     test_destroy_drains();
     test_destroy_cancels();
     test_trace();
