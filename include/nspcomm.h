@@ -806,7 +806,11 @@ nsp_status_t nsp_mem_free(nsp_comm_t *comm, void *ptr);
  * while the others are in flight. Lifecycle (UCC's post/test/finalize):
  * post -> nsp_request_test until it is not NSP_INPROGRESS (or
  * nsp_request_wait) -> nsp_request_free. The buffers of an operation are
- * borrowed until its request completed or was freed.
+ * borrowed until its request completed or was freed. A request that fails
+ * becomes final only once no peer copies into or out of its buffers any
+ * more (same-host peers copy them directly, process_vm_readv/writev): it
+ * first tells the peers it copies for that it will not, and waits, within
+ * the timeout, for those that copy for it to answer.
  *
  * Timeout: a request fails with NSP_ERR_TIMEOUT when it has been tested or
  * waited on for the communicator's timeout without any part of it
@@ -838,8 +842,11 @@ nsp_status_t nsp_request_wait_all(nsp_request_t **reqs, int n);
 
 /**
  * Release a request. Freeing one that has not completed abandons it: what
- * can be cancelled is, and the communicator must then be treated as broken
- * (destroy it). NULL is a no-op.
+ * can be cancelled is, peers waiting for this rank's copies are told it
+ * will not copy, and the communicator must then be treated as broken
+ * (destroy it). An abandoned request's buffers may still be copied by a
+ * same-host peer that had started (keep them until the communicator is
+ * destroyed, or wait for the request to fail instead). NULL is a no-op.
  */
 NSP_EXPORT
 nsp_status_t nsp_request_free(nsp_request_t *req);

@@ -155,6 +155,7 @@ typedef struct ucx_op {
     size_t              niov;
     void               *desc;    /* a descriptor sent or received (owned; freed with it) */
     int                 ack;     /* the receive of a copying peer's acknowledgement */
+    int                 replied; /* a copy: its ack or nack is sent (the peer's runs are free) */
 } ucx_op_t;
 
 typedef struct ucx_req {
@@ -167,6 +168,7 @@ typedef struct ucx_req {
     double        last_done_t;  /* when a part last completed (or the post) */
     double        last_check_t; /* when the liveness check last ran */
     int           counted;      /* 1: counted in world->active (not complete yet) */
+    nsp_status_t  error;        /* the first op's failure: the request drains (ucx_req_drain) */
     ucx_op_t      ops[];        /* [nops] */
 } ucx_req_t;
 
@@ -252,9 +254,10 @@ static nsp_status_t ucx_op_failed(ucx_req_t *req, const ucx_op_t *op, ucs_status
 
     if (st == UCS_ERR_MESSAGE_TRUNCATED && op->ack) {
         return nsp_error(NSP_ERR_MISMATCH,
-                         "ucx %s (tag 0x%08x): rank %d, which copies between our runs, found "
-                         "that rank %d and it disagree on the bytes between them (it says how "
-                         "many); ranks disagree on sizes or layouts",
+                         "ucx %s (tag 0x%08x): rank %d, which copies between our runs, refused "
+                         "to copy: it found that rank %d and it disagree on the bytes between "
+                         "them, or its own operation failed (its error says which); ranks "
+                         "disagree on sizes or layouts",
                          req->what, req->tag, world_rank,
                          req->comm->base.world_rank0 + req->comm->base.rank);
     }
@@ -455,6 +458,88 @@ static unsigned ucx_progress_counted(ucx_world_t *w)
     return n;
 }
 
+/*
+ * Draining a failed request. A cma pair exposes the runs of one side (the
+ * one that sent its descriptor) to the other's process_vm_readv/writev
+ * until the copier acknowledges. When one op of a request fails, the
+ * others may still be exposed: reporting the failure at once would let the
+ * caller free or reuse buffers a peer is still copying from or into (seen:
+ * a receiver's heap written after it freed it, then abort()). So the
+ * request first
+ *   - tells every peer it copies for and has not answered that it will not
+ *     copy (a one-byte nack; the peer's zero-byte acknowledgement receive
+ *     fails as truncated, so the peer's own request fails fast), and
+ *   - waits for every acknowledgement of its own exposed runs (a copier's
+ *     ack or nack, or the copier's failure), within the request's timeout;
+ * then it reports the first failure. Plain sends and receives are not
+ * waited for: UCX owns their buffers until nsp_request_free cancels them.
+ */
+static void ucx_nack(ucx_req_t *req, ucx_op_t *op)
+{
+    static const char   nack = 1;
+    ucx_peer_t         *peer = ucx_peer(req->comm, op->peer);
+    ucp_request_param_t param;
+    void               *r;
+
+    op->replied = 1;
+    if (ucx_failed(peer) != UCS_OK) {
+        return;
+    }
+    memset(&param, 0, sizeof(param));
+    r = ucp_tag_send_nbx(peer->ep, &nack, 1,
+                         ucx_tag(req->comm, req->comm->base.rank,
+                                 req->tag | NSP_TP_TAG_IOV_ACK),
+                         &param);
+    if (UCS_PTR_IS_PTR(r)) {
+        ucp_request_free(r); /* a static byte: UCX completes the send on its own */
+    }
+}
+
+/* Nack every copy of the request not answered yet. */
+static void ucx_nack_copies(ucx_req_t *req)
+{
+    for (int i = 0; i < req->nops; ++i) {
+        ucx_op_t *op = &req->ops[i];
+        if (op->pull != UCX_PULL_NONE && !op->replied) {
+            ucx_nack(req, op);
+        }
+    }
+}
+
+/* Exposed runs still waiting for their copier's answer (a failed peer's
+ * never comes: not waited for). */
+static int ucx_exposed(ucx_req_t *req)
+{
+    int left = 0;
+
+    for (int i = 0; i < req->nops; ++i) {
+        ucx_op_t *op = &req->ops[i];
+        if (!op->ack || op->done) {
+            continue;
+        }
+        if (op->ucp_req != NULL) {
+            if (ucp_request_check_status(op->ucp_req) == UCS_INPROGRESS &&
+                ucx_failed(ucx_peer(req->comm, op->peer)) == UCS_OK) {
+                ++left;
+                continue;
+            }
+            ucp_request_free(op->ucp_req); /* answered (ack or nack), or the peer failed */
+            op->ucp_req = NULL;
+        }
+        op->done = 1;
+    }
+    return left;
+}
+
+static nsp_status_t ucx_req_drain(ucx_req_t *req)
+{
+    if (ucx_exposed(req) > 0) {
+        return NSP_INPROGRESS;
+    }
+    (void)ucx_req_settle(req, 0);
+    return req->error;
+}
+
 static nsp_status_t ucx_req_test(nsp_request_t *base)
 {
     ucx_req_t   *req = (ucx_req_t *)base;
@@ -474,12 +559,17 @@ static nsp_status_t ucx_req_test(nsp_request_t *base)
             ucx_check_liveness(req);
         }
     }
+    if (req->error != NSP_OK) {
+        return ucx_req_drain(req);
+    }
     for (int i = 0; i < req->nops; ++i) {
         ucx_op_t *op = &req->ops[i];
         if (!op->done) {
             nsp_status_t status = ucx_op_test(req, op);
             if (status < 0) {
-                return status;
+                req->error = status; /* logged where it was decided */
+                ucx_nack_copies(req);
+                return ucx_req_drain(req);
             }
         }
     }
@@ -514,6 +604,11 @@ static void ucx_req_free(nsp_request_t *base)
 {
     ucx_req_t *req = (ucx_req_t *)base;
 
+    /* freed before it finished (a timeout, or another request's failure):
+     * peers waiting for this rank's copies are told it will not copy; its
+     * own exposed runs stay exposed to a copier still running (see
+     * nsp_request_free in nspcomm.h) */
+    ucx_nack_copies(req);
     for (int i = 0; i < req->nops; ++i) {
         ucx_op_t *op = &req->ops[i];
         if (op->ucp_req != NULL) {
@@ -898,6 +993,7 @@ static nsp_status_t ucx_pull_land(ucx_req_t *req, ucx_op_t *op)
             op->ucp_req = UCS_PTR_IS_PTR(r) ? r : NULL; /* freed with the request */
             op->is_recv = 0;
         }
+        op->replied = 1; /* the peer was told, or waits for nothing */
         return nsp_error(NSP_ERR_MISMATCH,
                          "ucx %s (tag 0x%08x): rank %d sent %llu bytes but rank %d expected "
                          "%zu; ranks disagree on sizes or layouts",
@@ -907,6 +1003,7 @@ static nsp_status_t ucx_pull_land(ucx_req_t *req, ucx_op_t *op)
     }
     NSP_CHECK(ucx_pull_copy(req, op, d + UCX_DESC_HEAD, (size_t)d[1]));
     ++req->comm->world->stats.iov_copies;
+    op->replied = 1; /* copied: nothing more touches the peer's runs */
     op->is_recv = 0; /* from here on: the acknowledgement, a send */
     if (op->bytes == 0) {
         return ucx_op_complete(req, op);

@@ -10,7 +10,10 @@
  * finds out on its own) and UCX's iov datatype (NSPCOMM_UCX_CMA=off); run
  * counts above process_vm_readv's IOV_MAX per call; zero counts; several
  * exchanges in flight; a size disagreement reported as NSP_ERR_MISMATCH on
- * either path; the ack bit of the tag refused.
+ * either path; the ack bit of the tag refused. A failed exchange returns only
+ * once no peer copies into its buffers any more: with rank 1 pushing into
+ * rank 0 late, rank 0's receive buffer (painted once the wait returned)
+ * stays as painted.
  */
 #define _GNU_SOURCE /* process_vm_readv */
 #include "comm_util.h"
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,7 +50,10 @@ typedef struct iov_case {
     int             cma_off;   /* NSPCOMM_UCX_CMA=off in the ranks */
     int             push;      /* the hint: the sender copies */
     int             mismatch;  /* rank 1 expects 8 bytes more from rank 0 */
+    int             late;      /* with mismatch, push: rank 1 copies into rank 0 late */
 } iov_case_t;
+
+#define LATE_S 0.2 /* how late rank 1 starts its part (seconds) */
 
 /* The runs of `bytes` for one peer, lengths 0..max_run from `seed` (a
  * 0-byte run now and then), appended to s with a gap of 0..15 bytes before
@@ -193,6 +200,26 @@ static void side_free(side_t *s)
 }
 
 /* value[0]: pulls, value[1]: sends through UCX's iov datatype. */
+/* After a failed exchange returned: paint every run of s, wait past
+ * LATE_S, check no peer wrote into it since. */
+static int painted_stays(const side_t *s)
+{
+    for (size_t r = 0; r < s->nruns; ++r) {
+        memset(s->runs[r].buf, 0x5a, s->runs[r].len);
+    }
+    nanosleep(&(struct timespec){0, (long)(1.5 * LATE_S * 1e9)}, NULL);
+    for (size_t r = 0; r < s->nruns; ++r) {
+        const unsigned char *b = s->runs[r].buf;
+        for (size_t i = 0; i < s->runs[r].len; ++i) {
+            if (b[i] != 0x5a) {
+                mp_note("run %zu byte %zu written after the failed exchange returned", r, i);
+                return 3;
+            }
+        }
+    }
+    return 0;
+}
+
 static int rank_iov(int rank, int nranks, void *arg)
 {
     const iov_case_t  *c = arg;
@@ -237,9 +264,20 @@ static int rank_iov(int rank, int nranks, void *arg)
                 rc = cu_fail("alltoallv_iov_post", st);
             }
         }
+        if (c->late && rank == 1) {
+            nanosleep(&(struct timespec){0, (long)(LATE_S * 1e9)}, NULL);
+        }
         for (int i = k - 1; i >= 0; --i) { /* newest first */
             if (reqs[i] != NULL) {
                 st = nsp_request_wait(reqs[i]);
+                if (c->late && rank == 0 && rc == 0) {
+                    size_t from1 = 0; /* what rank 1 pushes into rank 0 */
+                    for (size_t r = rcv[i].first[1]; r < rcv[i].first[2]; ++r) {
+                        from1 += rcv[i].runs[r].len;
+                    }
+                    mp_set_value(2, (double)from1);
+                    rc = painted_stays(&rcv[i]);
+                }
                 if (c->mismatch) { /* the copying side tells the other (cma pairs) */
                     if (rank == 1 && st != NSP_ERR_MISMATCH) {
                         rc = cu_fail("rank 1 expected NSP_ERR_MISMATCH", st);
@@ -337,6 +375,22 @@ static void test_iov_mismatch(int cma_off, int push)
     tap_diag("rank 1 says: %s", res.rank[1].note);
 }
 
+/* The failed exchange of test_iov_mismatch (push) with rank 1 pushing into
+ * rank 0 LATE_S late: rank 0's wait returns only after that (the request
+ * drains), so its buffer, painted once the wait returned, stays painted. */
+static void test_iov_late(void)
+{
+    iov_case_t  c = {.iters = 1, .inflight = 1, .max_bytes = 4096, .max_run = 100,
+                     .mismatch = 1, .push = 1, .late = 1};
+    mp_result_t res;
+
+    mp_run_uid(2, RUN_TIMEOUT_S, rank_iov, &c, &c.id, &res);
+    tap_ok(mp_all_ok(&res) && res.rank[0].value[2] > 0,
+           "a failed exchange returns only once no peer copies into it: %.0f bytes pushed "
+           "%.1f s late, rank 0's buffer painted after its wait stays painted (%s)",
+           res.rank[0].value[2], LATE_S, res.rank[0].note[0] ? res.rank[0].note : "ok");
+}
+
 static int rank_refuse(int rank, int nranks, void *arg)
 {
     const iov_case_t      *c = arg;
@@ -393,6 +447,12 @@ int main(void)
         test_iov(3, 4, 1, 40000, 7, off, push, cma_here);  /* ~10^4 runs: above IOV_MAX */
         test_iov(5, 6, 3, 300, 13, off, push, cma_here);   /* odd sizes, tiny runs */
         test_iov_mismatch(off, push);
+        if (push && !off && cma_here) {
+            test_iov_late();
+        } else if (push && !off) {
+            tap_skip(1, "a late push into a failed exchange: process_vm_writev is refused "
+                        "here, the exchange goes through UCX's iov datatype");
+        }
     }
     mp_run_uid(2, RUN_TIMEOUT_S, rank_refuse, &c, &c.id, &res);
     tap_ok(mp_all_ok(&res), "alltoallv_iov refuses the ack bit in a tag (INVALID_ARG) and a "
