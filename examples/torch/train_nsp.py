@@ -39,6 +39,16 @@ not meaningful and no correctness check runs: every output says "EMULATED
 COMPUTE", the JSON's "compute" is {"kind": "emulated", ...}. Check
 correctness with math mode ("math": true: the kernels also compute, every
 check runs) or the plain CPU run.
+
+--timed-linear (with --device emu:FILE in timing mode only): the linear
+layers are emulated too. Each nn.Linear does no math (zeros out, zero
+gradients) and its rank's thread sleeps what the target GPU's GEMMs would
+take: 2 T in out FLOPs forward, twice that backward, at the target's
+R_gemm / scale (the attention's scale), and the planner prices them at that
+rate. What stays real CPU work: norms, RoPE, SwiGLU's product, the loss,
+AdamW and the gloo all-reduce. Without it 8 ranks' real projections and MLP
+share the machine's cores and hide what the planners change in the
+attention (docs/results-cluster.md, "Training on emulated compute").
 """
 
 import argparse
@@ -73,6 +83,37 @@ def rope(x, pos, base=10000.0):
     cos, sin = ang.cos()[:, None, :], ang.sin()[:, None, :]
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2)
+
+
+class TimedLinear(torch.autograd.Function):
+    """A linear layer in timing-only emulated compute (--timed-linear): no
+    math, the time the target's GEMMs would take. x [..., in], w [out, in];
+    forward sleeps 2 N in out / rate seconds (N = rows of x, rate in FLOP/s)
+    and returns zeros [..., out]; backward (dx and dw, twice the FLOPs)
+    sleeps 4 N in out / rate and returns zeros shaped as x and w."""
+
+    @staticmethod
+    def forward(ctx, x, w, rate):
+        flops = 2.0 * x.numel() * w.shape[0]                # 2 N in out
+        ctx.shapes, ctx.seconds = (x.shape, w.shape), 2.0 * flops / rate
+        if flops > 0:
+            time.sleep(flops / rate)
+        return x.new_zeros(x.shape[:-1] + (w.shape[0],))
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.seconds > 0:
+            time.sleep(ctx.seconds)
+        return grad.new_zeros(ctx.shapes[0]), grad.new_zeros(ctx.shapes[1]), None
+
+
+def time_linears(model, rate):
+    """Every nn.Linear of `model` becomes a TimedLinear at `rate` FLOP/s
+    (its weights stay, for AdamW and the all-reduce)."""
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            m.forward = lambda x, _m=m: TimedLinear.apply(x, _m.weight, rate)
+    return model
 
 
 class Block(nn.Module):
@@ -419,6 +460,10 @@ def parse_args(argv=None):
                     "GPU would (docs/design/emulated-device.md), the exchanges move over UCX; "
                     "timing mode does no math (no checks), math mode checks as usual; also "
                     "taken from NSPCOMM_DEVICE")
+    ap.add_argument("--timed-linear", action="store_true",
+                    help="with emulated compute in timing mode: the linear layers take the "
+                    "target's GEMM time too (no math; the thread sleeps it) instead of real CPU "
+                    "work")
     args = ap.parse_args(argv)
     for k, v in PRESETS[args.preset].items():
         if getattr(args, k) is None:
@@ -436,9 +481,13 @@ def measured_rates(args):
     if args.rates:
         rates = [float(x) for x in args.rates.split(",")]
     else:
-        rates = [gemm_rate(), attn_rate() if args.compute["kind"] == "real" else 0.0]
+        timed = args.compute.get("linear") == "timed"
+        rates = [0.0 if timed else gemm_rate(),
+                 attn_rate() if args.compute["kind"] == "real" else 0.0]
     if args.compute["kind"] == "emulated":
         rates[1] = args.compute["attn_flops"]
+    if args.compute.get("linear") == "timed":
+        rates[0] = args.compute["gemm_flops"]
     return rates
 
 
@@ -448,7 +497,9 @@ def emulated_compute(device):
     emu_config.h: target, here, link, math): {"kind": "emulated", "file",
     "target", "here", "link", "math", "scale" (dimensionless: B_target /
     B_here of the link, as nsp_emu_timing_init), "attn_flops" (FLOP/s per
-    rank the emulated kernels run at: the target's R_attn / scale)}.
+    rank the emulated kernels run at: the target's R_attn / scale),
+    "gemm_flops" (the target's R_gemm / scale: --timed-linear's rate),
+    "linear" ("real"; use_device makes it "timed" with --timed-linear)}.
     The library reads FILE again when the world's first exchange makes the
     device, and refuses what this does not check."""
     if not device:
@@ -473,16 +524,18 @@ def emulated_compute(device):
     scale = getattr(target, bw) / getattr(here, bw)     # B_target / B_here, dimensionless
     return {"kind": "emulated", "file": path, "target": t, "here": rel(cfg["here"]),
             "link": link, "math": bool(cfg.get("math", False)), "scale": scale,
-            "attn_flops": target.attn_flops / scale}
+            "attn_flops": target.attn_flops / scale, "gemm_flops": target.gemm_flops / scale,
+            "linear": "real"}
 
 
 def compute_label(compute):
     """'' for real compute, else what every output of the run says."""
     if compute["kind"] == "real":
         return ""
-    return "EMULATED COMPUTE (%s x %.0f, link %s, %s)" % (
+    return "EMULATED COMPUTE (%s x %.0f, link %s, %s%s)" % (
         compute["target"], compute["scale"], compute["link"],
-        "math mode" if compute["math"] else "timing only")
+        "math mode" if compute["math"] else "timing only",
+        ", linear layers timed" if compute.get("linear") == "timed" else "")
 
 
 def use_device(args):
@@ -493,6 +546,12 @@ def use_device(args):
     kernels run on the device's stream threads)."""
     dev = args.device or os.environ.get("NSPCOMM_DEVICE") or None
     args.compute = emulated_compute(dev)
+    if getattr(args, "timed_linear", False):
+        if args.compute["kind"] != "emulated" or args.compute["math"]:
+            raise SystemExit("train_nsp: --timed-linear needs emulated compute in timing mode "
+                             "(--device emu:FILE, FILE without \"math\": true): its linear "
+                             "layers do no math")
+        args.compute["linear"] = "timed"
     if args.compute["kind"] == "emulated":
         os.environ["NSPCOMM_DEVICE"] = "emu:" + args.compute["file"]
         os.environ.setdefault("NSPCOMM_PROGRESS_THREAD", "on")
@@ -621,10 +680,12 @@ def main():
     report = {"args": vars(args), "ranks": world, "ranks_per_node": cluster["ranks_per_node"],
               "tree_degrees": tree.degrees, "planners": {}, "compute": args.compute}
     if rank == 0 and args.compute["kind"] == "emulated":
-        print("# compute: %s: the attention kernels take %s's time x %.0f (emulated rate "
+        print("# compute: %s: the attention kernels%s take %s's time x %.0f (emulated rate "
               "%.3g FLOP/s per rank)%s" % (
-                  compute_label(args.compute), args.compute["target"], args.compute["scale"],
-                  args.compute["attn_flops"],
+                  compute_label(args.compute),
+                  " and the linear layers (%.3g FLOP/s)" % args.compute["gemm_flops"]
+                  if args.compute.get("linear") == "timed" else "",
+                  args.compute["target"], args.compute["scale"], args.compute["attn_flops"],
                   "; timing only: no math, the loss is not meaningful, no check" if
                   timing_only(args) else ""), flush=True)
     kinds = args.planners.split(",")
@@ -632,6 +693,8 @@ def main():
     for kind in kinds:
         model = Decoder(layers=args.layers)
         model.load_state_dict(init.state_dict())
+        if args.compute.get("linear") == "timed":
+            time_linears(model, args.compute["gemm_flops"])
         runs[kind] = (model, torch.optim.AdamW(model.parameters(), lr=args.lr))
         report["planners"][kind] = new_record()
     # planners alternate step by step (each trains its own copy of the model),

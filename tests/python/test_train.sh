@@ -7,12 +7,15 @@
 # (--predict-only --preset long, one process, 3 batches), and the emulated
 # device (--device emu:FILE, docs/design/emulated-device.md): math mode
 # passes the same checks and gives the plain run's losses, timing mode
-# runs on the emulated device and says so in its output and JSON. Skips like tests/python/test_python.sh (no torch, an ASan
-# build); NSP_REQUIRE_TORCH=1 turns a missing torch into a failure.
+# runs on the emulated device and says so in its output and JSON;
+# --timed-linear (the linear layers timed too) is refused without timing
+# mode, sleeps its FLOPs at the emulated GEMM rate with zeros out, and a
+# run with it says so. Skips like tests/python/test_python.sh (no torch, an
+# ASan build); NSP_REQUIRE_TORCH=1 turns a missing torch into a failure.
 . "${NSP_TOP_SRCDIR:-.}/tests/tap.sh" # top_srcdir, top_builddir, n, fail, check
 need="torch"
 . "$top_srcdir/tests/python/torch_env.sh" # py; skips without torch
-echo "1..9"
+echo "1..12"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nsp_train_test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 port=$(( 20000 + $$ % 20000 ))
@@ -106,4 +109,54 @@ ok = ok and c['kind'] == 'emulated' and c['math'] is False and c['link'] == 'int
 ok = ok and 'EMULATED COMPUTE (h100 x' in open(sys.argv[3]).read()
 sys.exit(0 if ok else 1)
 " "$tmp/timing/train_nsp.json" "$tmp/timing.log" "$tmp/timing/train_nsp.svg"
+# --timed-linear: refused without emulated timing mode (plain, math mode)
+NSPCOMM_BUILD_DIR="$top_builddir" PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}" \
+    "$py" "$top_srcdir/examples/torch/train_nsp.py" --predict-only --timed-linear --steps 1 \
+    --out "$tmp" >"$tmp/tl-plain.log" 2>&1
+rc1=$?
+NSPCOMM_BUILD_DIR="$top_builddir" PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}" \
+    "$py" "$top_srcdir/examples/torch/train_nsp.py" --predict-only --timed-linear --steps 1 \
+    --device "emu:$tmp/emu-math.json" --out "$tmp" >"$tmp/tl-math.log" 2>&1
+rc2=$?
+check "--timed-linear without timing mode: refused with the reason (exit $rc1, $rc2)" sh -c '
+    test "$1" -ne 0 && test "$2" -ne 0 &&
+    grep -q "timed-linear needs emulated compute in timing mode" "$3" &&
+    grep -q "timed-linear needs emulated compute in timing mode" "$4"' \
+    _ $rc1 $rc2 "$tmp/tl-plain.log" "$tmp/tl-math.log"
+check "TimedLinear: zeros of the right shape, sleeps 2 N in out / rate forward and twice back" \
+    env NSPCOMM_BUILD_DIR="$top_builddir" PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}" \
+    "$py" -c "
+import sys, time, torch
+sys.argv = ['train_nsp']
+sys.path.insert(0, '$top_srcdir/examples/torch')
+import train_nsp as t
+m = t.time_linears(torch.nn.Sequential(torch.nn.Linear(64, 32)), 2 * 50 * 64 * 32 / 0.05)
+x = torch.randn(50, 64, requires_grad=True)
+t0 = time.monotonic(); y = m(x); fwd = time.monotonic() - t0
+t0 = time.monotonic(); y.sum().backward(); bwd = time.monotonic() - t0
+w = m[0].weight
+print('# forward %.3f s (0.05), backward %.3f s (0.10)' % (fwd, bwd))
+ok = tuple(y.shape) == (50, 32) and not y.any() and fwd >= 0.05 and bwd >= 0.10
+ok = ok and tuple(x.grad.shape) == (50, 64) and not x.grad.any() and tuple(w.grad.shape) == (32, 64)
+sys.exit(0 if ok else 1)
+"
+printf '{"target": "h100", "here": "%s"}\n' "$here" >"$tmp/emu-tl.json"
+mkdir -p "$tmp/tl"
+UCX_MEM_EVENTS=no UCX_WARN_UNUSED_ENV_VARS=n OMP_NUM_THREADS=1 NSPCOMM_TIMEOUT=60 \
+NSPCOMM_BUILD_DIR="$top_builddir" PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}" \
+    "$py" -m torch.distributed.run --nproc-per-node 4 --master-port $((port + 3)) \
+    "$top_srcdir/examples/torch/train_nsp.py" --steps 1 --layers 2 --planners static,nested \
+    --device "emu:$tmp/emu-tl.json" --timed-linear --out "$tmp/tl" >"$tmp/tl.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || tail -20 "$tmp/tl.log" | sed 's/^/# /'
+check "--timed-linear run: exit $rc, its header and JSON say the linear layers are timed" \
+    "$py" -c "
+import json, sys
+log = open(sys.argv[2]).read()
+c = json.load(open(sys.argv[1]))['compute']
+ok = sys.argv[3] == '0' and 'timing only, linear layers timed)' in log
+ok = ok and 'the attention kernels and the linear layers (' in log
+ok = ok and c['linear'] == 'timed' and c['gemm_flops'] > 0 and c['math'] is False
+sys.exit(0 if ok else 1)
+" "$tmp/tl/train_nsp.json" "$tmp/tl.log" $rc
 exit $fail
