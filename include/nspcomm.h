@@ -844,9 +844,10 @@ nsp_status_t nsp_request_wait_all(nsp_request_t **reqs, int n);
  * Release a request. Freeing one that has not completed abandons it: what
  * can be cancelled is, peers waiting for this rank's copies are told it
  * will not copy, and the communicator must then be treated as broken
- * (destroy it). An abandoned request's buffers may still be copied by a
- * same-host peer that had started (keep them until the communicator is
- * destroyed, or wait for the request to fail instead). NULL is a no-op.
+ * (destroy it). Keep an abandoned request's buffers until its world is
+ * destroyed: same-host peers copy into or out of them directly, and
+ * nsp_comm_destroy of the world waits (within the timeout; past it, a
+ * warning) until every such peer answered or failed. NULL is a no-op.
  */
 NSP_EXPORT
 nsp_status_t nsp_request_free(nsp_request_t *req);

@@ -121,7 +121,17 @@ struct ucx_world {
     nsp_ucx_progress_t *progress; /* progress thread (peers on other hosts), or NULL */
     nsp_tp_ucx_stats_t  stats;    /* what this rank did on the world (nsp_tp_ucx_stats) */
     uint64_t      cma_probe;    /* UCX_CMA_MAGIC: what peers read to learn they may */
+    struct ucx_orphan *orphans; /* [norphans]: exposed runs of freed requests (ucx_orphan) */
+    int           norphans, orphans_cap;
 };
+
+/* The acknowledgement receive of runs a request exposed to a same-host
+ * copier when the request was freed unfinished: kept posted, so that
+ * destroying the world can wait until that peer answered (or failed). */
+typedef struct ucx_orphan {
+    void *ucp_req;
+    int   rank; /* the copier's world rank */
+} ucx_orphan_t;
 
 /* What a peer finds in cma_probe when it may read this process. */
 #define UCX_CMA_MAGIC 0x6e7370636d613031ull
@@ -600,17 +610,46 @@ static void ucx_req_describe(const nsp_request_t *base, char *buf, size_t len)
              req->comm->base.world_rank0 + req->comm->base.size);
 }
 
+/* Keep op's acknowledgement receive (exposed runs, request freed) for
+ * ucx_wait_orphans; 0 when it cannot (no memory, the peer failed). */
+static int ucx_adopt(ucx_req_t *req, ucx_op_t *op)
+{
+    ucx_world_t *w    = req->comm->world;
+    ucx_peer_t  *peer = ucx_peer(req->comm, op->peer);
+
+    if (ucx_failed(peer) != UCS_OK) {
+        return 0;
+    }
+    if (w->norphans == w->orphans_cap) {
+        int           cap   = w->orphans_cap * 2 + 8;
+        ucx_orphan_t *grown = realloc(w->orphans, (size_t)cap * sizeof(*grown));
+        if (grown == NULL) {
+            return 0;
+        }
+        w->orphans     = grown;
+        w->orphans_cap = cap;
+    }
+    w->orphans[w->norphans].ucp_req = op->ucp_req;
+    w->orphans[w->norphans].rank    = peer->rank;
+    ++w->norphans;
+    op->ucp_req = NULL;
+    return 1;
+}
+
 static void ucx_req_free(nsp_request_t *base)
 {
     ucx_req_t *req = (ucx_req_t *)base;
 
     /* freed before it finished (a timeout, or another request's failure):
-     * peers waiting for this rank's copies are told it will not copy; its
-     * own exposed runs stay exposed to a copier still running (see
-     * nsp_request_free in nspcomm.h) */
+     * peers waiting for this rank's copies are told it will not copy; the
+     * acknowledgements its own exposed runs wait for are handed to the
+     * world, whose destroy waits for them (see nsp_request_free) */
     ucx_nack_copies(req);
     for (int i = 0; i < req->nops; ++i) {
         ucx_op_t *op = &req->ops[i];
+        if (op->ack && !op->done && op->ucp_req != NULL && ucx_adopt(req, op)) {
+            continue; /* the world waits for it at destroy */
+        }
         if (op->ucp_req != NULL) {
             /* abandoned (e.g. after a timeout): close endpoints by force */
             if (ucp_request_check_status(op->ucp_req) == UCS_INPROGRESS) {
@@ -1633,8 +1672,75 @@ static void ucx_stop_thread(ucx_world_t *w)
              (unsigned long long)st.rank_polls, (unsigned long long)st.rank_skipped);
 }
 
+/* Orphans whose copier has not answered and lives; the others released. */
+static int ucx_orphans_left(ucx_world_t *w, int check_pids)
+{
+    int left = 0;
+
+    for (int i = 0; i < w->norphans; ++i) {
+        ucx_orphan_t *o    = &w->orphans[i];
+        ucx_peer_t   *peer = &w->peers[o->rank];
+        if (o->ucp_req == NULL) {
+            continue;
+        }
+        if (check_pids && peer->watch_pid && ucx_failed(peer) == UCS_OK &&
+            ucx_pid_exited(peer->pid)) {
+            ucx_set_failed(peer, UCX_PEER_EXITED);
+        }
+        if (ucp_request_check_status(o->ucp_req) == UCS_INPROGRESS &&
+            ucx_failed(peer) == UCS_OK) {
+            ++left;
+            continue;
+        }
+        ucp_request_free(o->ucp_req);
+        o->ucp_req = NULL;
+    }
+    return left;
+}
+
+/* Before the world goes: wait (within timeout_s) until every copier of a
+ * freed request's runs answered or failed, so that once nsp_comm_destroy
+ * returns no peer copies into or out of this rank's buffers; past the
+ * timeout say so, cancel, and go. */
+static void ucx_wait_orphans(ucx_world_t *w, double timeout_s)
+{
+    double start = nsp_now_s(), last_check = start;
+
+    for (;;) {
+        int check = nsp_now_s() - last_check > UCX_LIVENESS_S; /* pids: now and then */
+        int left;
+        if (check) {
+            last_check = nsp_now_s();
+        }
+        if ((left = ucx_orphans_left(w, check)) == 0) {
+            break;
+        }
+        if (nsp_now_s() - start > timeout_s) {
+            NSP_WARN("ucx: destroying the world with %d freed exchange(s) whose same-host "
+                     "copier never answered in %.1f s (NSPCOMM_TIMEOUT): that peer may still "
+                     "copy into or out of their buffers", left, timeout_s);
+            break;
+        }
+        if (nsp_ucx_progress_rank(w->progress, w->worker) == 0) {
+            sched_yield();
+        }
+    }
+    for (int i = 0; i < w->norphans; ++i) {
+        if (w->orphans[i].ucp_req != NULL) {
+            ucp_request_cancel(w->worker, w->orphans[i].ucp_req);
+            ucp_request_free(w->orphans[i].ucp_req);
+        }
+    }
+    free(w->orphans);
+    w->orphans  = NULL;
+    w->norphans = w->orphans_cap = 0;
+}
+
 static void ucx_world_free(ucx_world_t *w, double timeout_s)
 {
+    if (w->worker != NULL && w->norphans > 0) {
+        ucx_wait_orphans(w, timeout_s);
+    }
     while (w->regions != NULL) { /* regions the caller did not free */
         ucx_region_t *reg = w->regions;
         w->regions        = reg->next;

@@ -13,7 +13,8 @@
  * either path; the ack bit of the tag refused. A failed exchange returns only
  * once no peer copies into its buffers any more: with rank 1 pushing into
  * rank 0 late, rank 0's receive buffer (painted once the wait returned)
- * stays as painted.
+ * stays as painted; and when rank 0 freed the exchange unfinished and
+ * destroyed its world, its buffer painted after the destroy stays so.
  */
 #define _GNU_SOURCE /* process_vm_readv */
 #include "comm_util.h"
@@ -51,6 +52,7 @@ typedef struct iov_case {
     int             push;      /* the hint: the sender copies */
     int             mismatch;  /* rank 1 expects 8 bytes more from rank 0 */
     int             late;      /* with mismatch, push: rank 1 copies into rank 0 late */
+    int             one_way;   /* rank 0 sends rank 1 nothing (rank 1 waits for no copy) */
 } iov_case_t;
 
 #define LATE_S 0.2 /* how late rank 1 starts its part (seconds) */
@@ -120,6 +122,12 @@ static int iov_setup(const iov_case_t *c, int iter, int me, int n, side_t *snd, 
         size_t in  = cu_count(iter, j, me, c->max_bytes);
         if (c->mismatch && me == 1 && j == 0) {
             in += 8;
+        }
+        if (c->one_way && me == 0 && j == 1) {
+            out = 0;
+        }
+        if (c->one_way && me == 1 && j == 0) {
+            in = 0;
         }
         snd->first[j] = snd->nruns;
         rcv->first[j] = rcv->nruns;
@@ -200,8 +208,8 @@ static void side_free(side_t *s)
 }
 
 /* value[0]: pulls, value[1]: sends through UCX's iov datatype. */
-/* After a failed exchange returned: paint every run of s, wait past
- * LATE_S, check no peer wrote into it since. */
+/* After a failed exchange's wait (or the world's destroy) returned: paint
+ * every run of s, wait past LATE_S, check no peer wrote into it since. */
 static int painted_stays(const side_t *s)
 {
     for (size_t r = 0; r < s->nruns; ++r) {
@@ -212,7 +220,7 @@ static int painted_stays(const side_t *s)
         const unsigned char *b = s->runs[r].buf;
         for (size_t i = 0; i < s->runs[r].len; ++i) {
             if (b[i] != 0x5a) {
-                mp_note("run %zu byte %zu written after the failed exchange returned", r, i);
+                mp_note("run %zu byte %zu written after the wait or destroy returned", r, i);
                 return 3;
             }
         }
@@ -391,6 +399,79 @@ static void test_iov_late(void)
            res.rank[0].value[2], LATE_S, res.rank[0].note[0] ? res.rank[0].note : "ok");
 }
 
+/* Rank 0 frees its exchange unfinished and destroys its world at once;
+ * rank 1 (to which rank 0 sends nothing, so its own part succeeds) pushes
+ * into rank 0 LATE_S later. Rank 0's destroy returns only
+ * once that push was answered, so its buffer, painted after the destroy,
+ * stays painted. */
+static int rank_abandon(int rank, int nranks, void *arg)
+{
+    const iov_case_t      *c = arg;
+    nsp_config_t           cfg = cu_config(10.0);
+    nsp_comm_t            *comm = NULL;
+    side_t                 snd, rcv;
+    nsp_tp_alltoallv_iov_t a;
+    nsp_request_t         *req = NULL;
+    nsp_status_t           st;
+    int                    rc = 0;
+
+    memset(&snd, 0, sizeof(snd));
+    memset(&rcv, 0, sizeof(rcv));
+    st = nsp_comm_init_rank(&comm, nranks, c->id, rank, &cfg);
+    if (st != NSP_OK) {
+        return cu_fail("init", st);
+    }
+    if (iov_setup(c, 0, rank, nranks, &snd, &rcv) != 0) {
+        rc = 2;
+        goto out;
+    }
+    a = (nsp_tp_alltoallv_iov_t){snd.runs, snd.first, rcv.runs, rcv.first, 1};
+    st = nsp_comm_tp(comm)->ops->alltoallv_iov_post(nsp_comm_tp(comm), &a,
+                                                    NSP_TP_TAG(NSP_TP_TAG_CLASS_USER, 0), NULL,
+                                                    &req);
+    if (st != NSP_OK) {
+        rc = cu_fail("alltoallv_iov_post", st);
+    } else if (rank == 0) {
+        size_t from1 = 0;
+        for (size_t r = rcv.first[1]; r < rcv.first[2]; ++r) {
+            from1 += rcv.runs[r].len;
+        }
+        mp_set_value(2, (double)from1);
+        nsp_request_free(req); /* unfinished: rank 1 has not copied yet */
+        nsp_comm_destroy(comm);
+        comm = NULL;
+        rc   = painted_stays(&rcv);
+    } else {
+        nanosleep(&(struct timespec){0, (long)(LATE_S * 1e9)}, NULL);
+        st = nsp_request_wait(req); /* pushes into rank 0 */
+        nsp_request_free(req);
+        if (st != NSP_OK && st != NSP_ERR_MISMATCH && st != NSP_ERR_PEER_FAILED) {
+            rc = cu_fail("rank 1 expected NSP_OK, NSP_ERR_MISMATCH or NSP_ERR_PEER_FAILED", st);
+        }
+    }
+out:
+    if (comm != NULL) {
+        nsp_comm_destroy(comm);
+    }
+    side_free(&snd);
+    side_free(&rcv);
+    return rc;
+}
+
+static void test_iov_abandon(void)
+{
+    iov_case_t  c = {.iters = 1, .inflight = 1, .max_bytes = 4096, .max_run = 100, .push = 1,
+                     .one_way = 1};
+    mp_result_t res;
+
+    mp_run_uid(2, RUN_TIMEOUT_S, rank_abandon, &c, &c.id, &res);
+    tap_ok(mp_all_ok(&res) && res.rank[0].value[2] > 0,
+           "an exchange freed unfinished: destroying the world waits for its copier (%.0f "
+           "bytes pushed %.1f s late; rank 0's buffer painted after the destroy stays "
+           "painted: %s)", res.rank[0].value[2], LATE_S,
+           res.rank[0].note[0] ? res.rank[0].note : "ok");
+}
+
 static int rank_refuse(int rank, int nranks, void *arg)
 {
     const iov_case_t      *c = arg;
@@ -449,9 +530,10 @@ int main(void)
         test_iov_mismatch(off, push);
         if (push && !off && cma_here) {
             test_iov_late();
+            test_iov_abandon();
         } else if (push && !off) {
-            tap_skip(1, "a late push into a failed exchange: process_vm_writev is refused "
-                        "here, the exchange goes through UCX's iov datatype");
+            tap_skip(2, "a late push into a failed or abandoned exchange: process_vm_writev "
+                        "is refused here, the exchange goes through UCX's iov datatype");
         }
     }
     mp_run_uid(2, RUN_TIMEOUT_S, rank_refuse, &c, &c.id, &res);
