@@ -125,12 +125,14 @@ struct ucx_world {
     int           norphans, orphans_cap;
 };
 
-/* The acknowledgement receive of runs a request exposed to a same-host
- * copier when the request was freed unfinished: kept posted, so that
- * destroying the world can wait until that peer answered (or failed). */
+/* What a request freed unfinished leaves in flight for the world to wait
+ * for at destroy: the acknowledgement receive of runs it exposed to a
+ * same-host copier (kept posted until that peer answers or fails), or the
+ * send of its descriptor (buf, freed once UCX is done with it). */
 typedef struct ucx_orphan {
     void *ucp_req;
-    int   rank; /* the copier's world rank */
+    void *buf;  /* owned: the descriptor being sent, or NULL */
+    int   rank; /* the peer's world rank */
 } ucx_orphan_t;
 
 /* What a peer finds in cma_probe when it may read this process. */
@@ -610,8 +612,8 @@ static void ucx_req_describe(const nsp_request_t *base, char *buf, size_t len)
              req->comm->base.world_rank0 + req->comm->base.size);
 }
 
-/* Keep op's acknowledgement receive (exposed runs, request freed) for
- * ucx_wait_orphans; 0 when it cannot (no memory, the peer failed). */
+/* Keep op's acknowledgement receive or descriptor send (request freed)
+ * for ucx_wait_orphans; 0 when it cannot (no memory, the peer failed). */
 static int ucx_adopt(ucx_req_t *req, ucx_op_t *op)
 {
     ucx_world_t *w    = req->comm->world;
@@ -630,9 +632,13 @@ static int ucx_adopt(ucx_req_t *req, ucx_op_t *op)
         w->orphans_cap = cap;
     }
     w->orphans[w->norphans].ucp_req = op->ucp_req;
+    w->orphans[w->norphans].buf     = op->is_recv ? NULL : op->desc;
     w->orphans[w->norphans].rank    = peer->rank;
     ++w->norphans;
     op->ucp_req = NULL;
+    if (!op->is_recv) {
+        op->desc = NULL;
+    }
     return 1;
 }
 
@@ -647,7 +653,8 @@ static void ucx_req_free(nsp_request_t *base)
     ucx_nack_copies(req);
     for (int i = 0; i < req->nops; ++i) {
         ucx_op_t *op = &req->ops[i];
-        if (op->ack && !op->done && op->ucp_req != NULL && ucx_adopt(req, op)) {
+        if (!op->done && op->ucp_req != NULL && (op->ack || (!op->is_recv && op->desc)) &&
+            ucx_adopt(req, op)) {
             continue; /* the world waits for it at destroy */
         }
         if (op->ucp_req != NULL) {
@@ -1693,7 +1700,7 @@ static int ucx_orphans_left(ucx_world_t *w, int check_pids)
             continue;
         }
         ucp_request_free(o->ucp_req);
-        o->ucp_req = NULL;
+        o->ucp_req = NULL; /* its buf is freed after the worker (ucx_world_free) */
     }
     return left;
 }
@@ -1716,9 +1723,9 @@ static void ucx_wait_orphans(ucx_world_t *w, double timeout_s)
             break;
         }
         if (nsp_now_s() - start > timeout_s) {
-            NSP_WARN("ucx: destroying the world with %d freed exchange(s) whose same-host "
-                     "copier never answered in %.1f s (NSPCOMM_TIMEOUT): that peer may still "
-                     "copy into or out of their buffers", left, timeout_s);
+            NSP_WARN("ucx: destroying the world with %d operation(s) of freed exchanges "
+                     "still unanswered after %.1f s (NSPCOMM_TIMEOUT): a same-host peer may "
+                     "still copy into or out of their buffers", left, timeout_s);
             break;
         }
         if (nsp_ucx_progress_rank(w->progress, w->worker) == 0) {
@@ -1726,14 +1733,13 @@ static void ucx_wait_orphans(ucx_world_t *w, double timeout_s)
         }
     }
     for (int i = 0; i < w->norphans; ++i) {
-        if (w->orphans[i].ucp_req != NULL) {
+        if (w->orphans[i].ucp_req != NULL) { /* past the timeout */
             ucp_request_cancel(w->worker, w->orphans[i].ucp_req);
             ucp_request_free(w->orphans[i].ucp_req);
+            w->abandoned = 1; /* close by force (ucx_close_endpoints) */
+            w->orphans[i].ucp_req = NULL;
         }
     }
-    free(w->orphans);
-    w->orphans  = NULL;
-    w->norphans = w->orphans_cap = 0;
 }
 
 static void ucx_world_free(ucx_world_t *w, double timeout_s)
@@ -1753,6 +1759,10 @@ static void ucx_world_free(ucx_world_t *w, double timeout_s)
     if (w->worker != NULL) {
         ucp_worker_destroy(w->worker);
     }
+    for (int i = 0; i < w->norphans; ++i) {
+        free(w->orphans[i].buf); /* descriptors UCX may have read until now */
+    }
+    free(w->orphans);
     if (w->context != NULL) {
         ucp_cleanup(w->context);
     }
