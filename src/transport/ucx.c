@@ -127,8 +127,9 @@ struct ucx_world {
 
 /* What a request freed unfinished leaves in flight for the world to wait
  * for at destroy: the acknowledgement receive of runs it exposed to a
- * same-host copier (kept posted until that peer answers or fails), or the
- * send of its descriptor (buf, freed once UCX is done with it). */
+ * same-host copier (kept posted until that peer answers or fails), or a
+ * send of a cma pair (its descriptor, or a copier's answer) with the op's
+ * descriptor buffer (buf, freed only after UCX's worker). */
 typedef struct ucx_orphan {
     void *ucp_req;
     void *buf;  /* owned: the descriptor being sent, or NULL */
@@ -319,14 +320,21 @@ static int ucx_pid_exited(pid_t pid)
     return gone;
 }
 
+/* Mark a same-host peer whose process has exited as failed. */
+static void ucx_mark_if_exited(ucx_peer_t *peer)
+{
+    if (peer->watch_pid && ucx_failed(peer) == UCS_OK && ucx_pid_exited(peer->pid) &&
+        ucx_set_failed(peer, UCX_PEER_EXITED)) {
+        NSP_DEBUG("ucx: world rank %d (pid %d) has exited", peer->rank, (int)peer->pid);
+    }
+}
+
 /* The request is stalled: mark same-host peers it waits for that have exited. */
 static void ucx_check_liveness(ucx_req_t *req)
 {
     for (int i = 0; i < req->nops; ++i) {
-        ucx_peer_t *peer = ucx_peer(req->comm, req->ops[i].peer);
-        if (!req->ops[i].done && peer->watch_pid && ucx_failed(peer) == UCS_OK &&
-            ucx_pid_exited(peer->pid) && ucx_set_failed(peer, UCX_PEER_EXITED)) {
-            NSP_DEBUG("ucx: world rank %d (pid %d) has exited", peer->rank, (int)peer->pid);
+        if (!req->ops[i].done) {
+            ucx_mark_if_exited(ucx_peer(req->comm, req->ops[i].peer));
         }
     }
 }
@@ -518,8 +526,19 @@ static void ucx_nack_copies(ucx_req_t *req)
     }
 }
 
-/* Exposed runs still waiting for their copier's answer (a failed peer's
- * never comes: not waited for). */
+/* 1 while UCX request *r runs and its peer lives; else (done, or a failed
+ * peer whose answer never comes) releases it, *r = NULL, and 0. */
+static int ucx_awaiting(void **r, const ucx_peer_t *peer)
+{
+    if (ucp_request_check_status(*r) == UCS_INPROGRESS && ucx_failed(peer) == UCS_OK) {
+        return 1;
+    }
+    ucp_request_free(*r);
+    *r = NULL;
+    return 0;
+}
+
+/* Exposed runs still waiting for their copier's answer (ack or nack). */
 static int ucx_exposed(ucx_req_t *req)
 {
     int left = 0;
@@ -529,14 +548,9 @@ static int ucx_exposed(ucx_req_t *req)
         if (!op->ack || op->done) {
             continue;
         }
-        if (op->ucp_req != NULL) {
-            if (ucp_request_check_status(op->ucp_req) == UCS_INPROGRESS &&
-                ucx_failed(ucx_peer(req->comm, op->peer)) == UCS_OK) {
-                ++left;
-                continue;
-            }
-            ucp_request_free(op->ucp_req); /* answered (ack or nack), or the peer failed */
-            op->ucp_req = NULL;
+        if (op->ucp_req != NULL && ucx_awaiting(&op->ucp_req, ucx_peer(req->comm, op->peer))) {
+            ++left;
+            continue;
         }
         op->done = 1;
     }
@@ -612,8 +626,9 @@ static void ucx_req_describe(const nsp_request_t *base, char *buf, size_t len)
              req->comm->base.world_rank0 + req->comm->base.size);
 }
 
-/* Keep op's acknowledgement receive or descriptor send (request freed)
- * for ucx_wait_orphans; 0 when it cannot (no memory, the peer failed). */
+/* Keep op's acknowledgement receive, or its send and descriptor buffer
+ * (request freed), for ucx_wait_orphans; 0 when it cannot (no memory, the
+ * peer failed). */
 static int ucx_adopt(ucx_req_t *req, ucx_op_t *op)
 {
     ucx_world_t *w    = req->comm->world;
@@ -1690,17 +1705,10 @@ static int ucx_orphans_left(ucx_world_t *w, int check_pids)
         if (o->ucp_req == NULL) {
             continue;
         }
-        if (check_pids && peer->watch_pid && ucx_failed(peer) == UCS_OK &&
-            ucx_pid_exited(peer->pid)) {
-            ucx_set_failed(peer, UCX_PEER_EXITED);
+        if (check_pids) {
+            ucx_mark_if_exited(peer);
         }
-        if (ucp_request_check_status(o->ucp_req) == UCS_INPROGRESS &&
-            ucx_failed(peer) == UCS_OK) {
-            ++left;
-            continue;
-        }
-        ucp_request_free(o->ucp_req);
-        o->ucp_req = NULL; /* its buf is freed after the worker (ucx_world_free) */
+        left += ucx_awaiting(&o->ucp_req, peer); /* buf: freed after the worker */
     }
     return left;
 }

@@ -208,6 +208,17 @@ static void side_free(side_t *s)
 }
 
 /* value[0]: pulls, value[1]: sends through UCX's iov datatype. */
+/* The bytes of s's runs for peer j. */
+static size_t side_bytes(const side_t *s, int j)
+{
+    size_t n = 0;
+
+    for (size_t r = s->first[j]; r < s->first[j + 1]; ++r) {
+        n += s->runs[r].len;
+    }
+    return n;
+}
+
 /* After a failed exchange's wait (or the world's destroy) returned: paint
  * every run of s, wait past LATE_S, check no peer wrote into it since. */
 static int painted_stays(const side_t *s)
@@ -279,11 +290,7 @@ static int rank_iov(int rank, int nranks, void *arg)
             if (reqs[i] != NULL) {
                 st = nsp_request_wait(reqs[i]);
                 if (c->late && rank == 0 && rc == 0) {
-                    size_t from1 = 0; /* what rank 1 pushes into rank 0 */
-                    for (size_t r = rcv[i].first[1]; r < rcv[i].first[2]; ++r) {
-                        from1 += rcv[i].runs[r].len;
-                    }
-                    mp_set_value(2, (double)from1);
+                    mp_set_value(2, (double)side_bytes(&rcv[i], 1)); /* rank 1 pushes it */
                     rc = painted_stays(&rcv[i]);
                 }
                 if (c->mismatch) { /* the copying side tells the other (cma pairs) */
@@ -432,11 +439,7 @@ static int rank_abandon(int rank, int nranks, void *arg)
     if (st != NSP_OK) {
         rc = cu_fail("alltoallv_iov_post", st);
     } else if (rank == 0) {
-        size_t from1 = 0;
-        for (size_t r = rcv.first[1]; r < rcv.first[2]; ++r) {
-            from1 += rcv.runs[r].len;
-        }
-        mp_set_value(2, (double)from1);
+        mp_set_value(2, (double)side_bytes(&rcv, 1)); /* rank 1 pushes it */
         nsp_request_free(req); /* unfinished: rank 1 has not copied yet */
         nsp_comm_destroy(comm);
         comm = NULL;
